@@ -1,0 +1,154 @@
+"""Which APIs and versions epochlog speaks, and the codec for their frames.
+
+Message bodies are encoded and decoded by ``kafka.protocol`` (kafka-python 3.0.12,
+pinned), which is generated from Kafka's own JSON schemas and keeps unknown tagged
+fields. Only the hot paths (Fetch responses, Produce record sets) are handled apart.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from kafka.protocol.admin import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+)
+from kafka.protocol.api_header import RequestHeader, ResponseHeader
+from kafka.protocol.consumer import (
+    FetchRequest,
+    FetchResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+)
+from kafka.protocol.metadata import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
+from kafka.protocol.producer import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
+
+from epochlog.protocol.errors import ErrorCode, KafkaError
+
+
+class ApiKey:
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_CONFIGS = 32
+    CREATE_PARTITIONS = 37
+
+
+@dataclass(frozen=True)
+class ApiSpec:
+    key: int
+    request: Any
+    response: Any
+    min_version: int
+    max_version: int
+
+    @property
+    def name(self) -> str:
+        return self.request.name.removesuffix("Request")
+
+    def is_flexible(self, version: int) -> bool:
+        return self.request.flexible_version_q(version)
+
+
+# Exactly what the broker implements; ApiVersions advertises this table and nothing else.
+SUPPORTED: dict[int, ApiSpec] = {
+    spec.key: spec
+    for spec in (
+        ApiSpec(ApiKey.PRODUCE, ProduceRequest, ProduceResponse, 3, 9),
+        ApiSpec(ApiKey.FETCH, FetchRequest, FetchResponse, 4, 13),
+        ApiSpec(ApiKey.LIST_OFFSETS, ListOffsetsRequest, ListOffsetsResponse, 1, 7),
+        ApiSpec(ApiKey.METADATA, MetadataRequest, MetadataResponse, 0, 12),
+        ApiSpec(ApiKey.API_VERSIONS, ApiVersionsRequest, ApiVersionsResponse, 0, 3),
+        ApiSpec(ApiKey.CREATE_TOPICS, CreateTopicsRequest, CreateTopicsResponse, 2, 7),
+        ApiSpec(ApiKey.DELETE_TOPICS, DeleteTopicsRequest, DeleteTopicsResponse, 1, 6),
+        ApiSpec(ApiKey.INIT_PRODUCER_ID, InitProducerIdRequest, InitProducerIdResponse, 0, 4),
+        ApiSpec(
+            ApiKey.OFFSET_FOR_LEADER_EPOCH,
+            OffsetForLeaderEpochRequest,
+            OffsetForLeaderEpochResponse,
+            0,
+            4,
+        ),
+        ApiSpec(ApiKey.DESCRIBE_CONFIGS, DescribeConfigsRequest, DescribeConfigsResponse, 1, 4),
+        ApiSpec(ApiKey.CREATE_PARTITIONS, CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
+    )
+}
+
+_FIXED_HEADER = struct.Struct(">hhi")
+
+
+@dataclass(frozen=True)
+class RequestFrame:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: memoryview
+
+
+def peek_header(frame: bytes | memoryview) -> tuple[int, int, int]:
+    """api_key, api_version and correlation_id: enough to answer even an undecodable request."""
+    if len(frame) < _FIXED_HEADER.size:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"frame of {len(frame)} bytes has no header")
+    return _FIXED_HEADER.unpack_from(frame, 0)
+
+
+def decode_request_header(frame: bytes | memoryview, flexible: bool) -> RequestFrame:
+    """Split a request frame (size prefix removed) into its header and body."""
+    api_key, api_version, correlation_id = peek_header(frame)
+    stream = io.BytesIO(frame)
+    header = RequestHeader.decode(stream, flexible=flexible)
+    return RequestFrame(
+        api_key, api_version, correlation_id, header.client_id, memoryview(frame)[stream.tell() :]
+    )
+
+
+def decode_request_body(spec: ApiSpec, version: int, body: memoryview) -> Any:
+    return spec.request.decode(body, version=version)
+
+
+def encode_response_header(correlation_id: int, flexible: bool) -> bytes:
+    return bytes(ResponseHeader(correlation_id=correlation_id).encode(flexible=flexible))
+
+
+def frame(*parts: bytes | bytearray | memoryview) -> list[bytes | bytearray | memoryview]:
+    """Prefix the parts with their total size, as every Kafka message is sent."""
+    size = sum(len(p) for p in parts)
+    return [struct.pack(">i", size), *parts]
+
+
+def encode_response(
+    spec: ApiSpec, version: int, correlation_id: int, response: Any
+) -> list[bytes | bytearray | memoryview]:
+    # ApiVersions answers always use header v0 so a client can read them before it
+    # knows which versions the broker speaks.
+    flexible_header = spec.is_flexible(version) and spec.key != ApiKey.API_VERSIONS
+    header = encode_response_header(correlation_id, flexible_header)
+    return frame(header, bytes(response.encode(version=version)))

@@ -1,0 +1,162 @@
+"""Record batch (magic 2) headers: read, validate and patch without copying records.
+
+The broker stores batches exactly as received. Only ``baseOffset`` and
+``partitionLeaderEpoch`` are rewritten, and both lie outside the CRC32C.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import crc32c
+
+from epochlog.protocol.errors import ErrorCode, KafkaError
+
+# Offsets of the fixed fields within a batch.
+BASE_OFFSET = 0
+BATCH_LENGTH = 8
+PARTITION_LEADER_EPOCH = 12
+MAGIC = 16
+CRC = 17
+ATTRIBUTES = 21
+LAST_OFFSET_DELTA = 23
+BASE_TIMESTAMP = 27
+MAX_TIMESTAMP = 35
+PRODUCER_ID = 43
+PRODUCER_EPOCH = 51
+BASE_SEQUENCE = 53
+RECORDS_COUNT = 57
+HEADER_SIZE = 61
+# baseOffset and batchLength precede what batchLength counts.
+LOG_OVERHEAD = 12
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_BIT = 0x08
+TRANSACTIONAL_BIT = 0x10
+CONTROL_BIT = 0x20
+
+NO_PRODUCER_ID = -1
+NO_SEQUENCE = -1
+NO_PARTITION_LEADER_EPOCH = -1
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @property
+    def size(self) -> int:
+        """Bytes the whole batch occupies, header included."""
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def is_log_append_time(self) -> bool:
+        return bool(self.attributes & TIMESTAMP_TYPE_BIT)
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_BIT)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_BIT)
+
+    @property
+    def last_sequence(self) -> int:
+        if self.base_sequence == NO_SEQUENCE:
+            return NO_SEQUENCE
+        return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
+
+
+def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    """Parse the fixed header at ``pos``; raises CORRUPT_MESSAGE if it cannot be one."""
+    if len(buf) - pos < HEADER_SIZE:
+        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "record batch shorter than its header")
+    header = BatchHeader(*_HEADER.unpack_from(buf, pos))
+    if header.magic != 2:
+        raise KafkaError(
+            ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, f"record batch magic {header.magic}, not 2"
+        )
+    if header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"batch length {header.batch_length}")
+    return header
+
+
+def crc_matches(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> bool:
+    end = pos + header.size
+    return crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES : end]) == header.crc
+
+
+def validate_batch(
+    buf: bytes | bytearray | memoryview, pos: int = 0, available: int | None = None
+) -> BatchHeader:
+    """Check structure and CRC32C of the batch at ``pos`` (CORRUPT_MESSAGE if wrong)."""
+    header = read_header(buf, pos)
+    limit = len(buf) if available is None else pos + available
+    if pos + header.size > limit:
+        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "record batch cut short")
+    if header.records_count < 0 or header.last_offset_delta < 0:
+        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "negative record count or offset delta")
+    if not crc_matches(buf, pos, header):
+        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "record batch CRC32C mismatch")
+    return header
+
+
+def iter_batches(buf: bytes | bytearray | memoryview) -> list[tuple[int, BatchHeader]]:
+    """Validate every batch of a produced record set; returns (position, header) pairs."""
+    out = []
+    pos = 0
+    total = len(buf)
+    while pos < total:
+        header = validate_batch(buf, pos)
+        out.append((pos, header))
+        pos += header.size
+    if not out:
+        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "empty record set")
+    return out
+
+
+def patch_offset_and_epoch(
+    buf: bytearray | memoryview, pos: int, base_offset: int, leader_epoch: int
+) -> None:
+    """Assign the batch its log offset and the leader epoch that appended it."""
+    struct.pack_into(">q", buf, pos + BASE_OFFSET, base_offset)
+    struct.pack_into(">i", buf, pos + PARTITION_LEADER_EPOCH, leader_epoch)
+
+
+def patch_log_append_time(buf: bytearray | memoryview, pos: int, timestamp: int) -> None:
+    """For ``message.timestamp.type=LogAppendTime``: set the type bit and max timestamp,
+    then recompute the CRC, which covers both."""
+    (attributes,) = struct.unpack_from(">h", buf, pos + ATTRIBUTES)
+    struct.pack_into(">h", buf, pos + ATTRIBUTES, attributes | TIMESTAMP_TYPE_BIT)
+    struct.pack_into(">q", buf, pos + MAX_TIMESTAMP, timestamp)
+    (length,) = struct.unpack_from(">i", buf, pos + BATCH_LENGTH)
+    end = pos + length + LOG_OVERHEAD
+    struct.pack_into(">I", buf, pos + CRC, crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES : end]))

@@ -1,0 +1,209 @@
+"""Real implementations of the seams: the OS clock, asyncio sockets, ``os`` files."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import shutil
+import socket
+import time
+from collections.abc import Sequence
+
+from epochlog.seams import Connection, ConnectionHandler, Server
+
+SEND_CHUNK = 1 << 20
+
+
+class RealClock:
+    def time_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+class OsFile:
+    """A file descriptor opened for pread and append, tracking its own size."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._size = os.fstat(self._fd).st_size
+
+    def pread(self, size: int, offset: int) -> bytes:
+        return os.pread(self._fd, size, offset)
+
+    def append(self, data: bytes | memoryview) -> int:
+        position = self._size
+        view = memoryview(data)
+        written = 0
+        while written < len(view):
+            written += os.pwrite(self._fd, view[written:], position + written)
+        self._size += written
+        return position
+
+    def truncate(self, size: int) -> None:
+        os.ftruncate(self._fd, size)
+        self._size = size
+
+    def fsync(self) -> None:
+        os.fsync(self._fd)
+
+    def size(self) -> int:
+        return self._size
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def fileno(self) -> int | None:
+        return self._fd if self._fd >= 0 else None
+
+
+class OsDisk:
+    def open(self, path: str) -> OsFile:
+        return OsFile(path)
+
+    def read_file(self, path: str) -> bytes:
+        with open(path, "rb") as f:
+            return f.read()
+
+    def write_atomic(self, path: str, data: bytes) -> None:
+        tmp = path + ".tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        self._fsync_dir(os.path.dirname(path) or ".")
+
+    @staticmethod
+    def _fsync_dir(path: str) -> None:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def makedirs(self, path: str) -> None:
+        os.makedirs(path, exist_ok=True)
+
+    def listdir(self, path: str) -> list[str]:
+        return sorted(os.listdir(path))
+
+    def remove(self, path: str) -> None:
+        os.remove(path)
+
+    def rename(self, src: str, dst: str) -> None:
+        os.replace(src, dst)
+        self._fsync_dir(os.path.dirname(dst) or ".")
+
+    def rmtree(self, path: str) -> None:
+        shutil.rmtree(path, ignore_errors=True)
+
+    def file_size(self, path: str) -> int:
+        return os.path.getsize(path)
+
+
+class StreamConnection:
+    """A TCP connection over asyncio streams, with zero-copy file sends."""
+
+    _native_sendfile = True
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader = reader
+        self._writer = writer
+        peer = writer.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    async def read_exactly(self, n: int) -> bytes:
+        return await self._reader.readexactly(n)
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self._writer.write(data)
+
+    def writelines(self, buffers: Sequence[bytes | bytearray | memoryview]) -> None:
+        self._writer.writelines(buffers)
+
+    async def send_file(self, file: object, offset: int, count: int) -> None:
+        fd = file.fileno()  # type: ignore[attr-defined]
+        if fd is not None and StreamConnection._native_sendfile:
+            loop = asyncio.get_running_loop()
+            with os.fdopen(os.dup(fd), "rb", buffering=0) as fobj:
+                try:
+                    await loop.sendfile(self._writer.transport, fobj, offset, count, fallback=False)
+                    return
+                except asyncio.SendfileNotAvailableError:
+                    StreamConnection._native_sendfile = False
+        end = offset + count
+        while offset < end:
+            chunk = file.pread(min(SEND_CHUNK, end - offset), offset)  # type: ignore[attr-defined]
+            if not chunk:
+                raise ConnectionError(f"file {file.path} shorter than expected")  # type: ignore[attr-defined]
+            self._writer.write(chunk)
+            offset += len(chunk)
+            await self._writer.drain()
+
+    async def drain(self) -> None:
+        await self._writer.drain()
+
+    def close(self) -> None:
+        self._writer.close()
+
+    def is_closing(self) -> bool:
+        return self._writer.is_closing()
+
+
+class StreamServer:
+    def __init__(self, server: asyncio.base_events.Server) -> None:
+        self._server = server
+        self.port = server.sockets[0].getsockname()[1]
+
+    def close(self) -> None:
+        self._server.close()
+
+    async def wait_closed(self) -> None:
+        await self._server.wait_closed()
+
+
+class SocketNetwork:
+    async def serve(self, host: str, port: int, handler: ConnectionHandler) -> Server:
+        async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await handler(StreamConnection(reader, writer))
+
+        server = await asyncio.start_server(
+            on_client, host, port, reuse_address=True, limit=1 << 20
+        )
+        return StreamServer(server)
+
+    async def connect(self, host: str, port: int) -> Connection:
+        reader, writer = await asyncio.open_connection(host, port, limit=1 << 20)
+        return StreamConnection(reader, writer)
+
+
+def system_random(seed: int | None) -> random.Random:
+    return random.Random(seed)
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """uvloop when installed (DESIGN §3), else the default asyncio loop."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
