@@ -1,0 +1,141 @@
+"""Record batch compression codecs, by Kafka's attribute ids, on top of ``cramjam``.
+
+Kafka's snappy as the Java client writes it is wrapped in xerial's framing, which
+cramjam lacks: the framing is done here around cramjam's raw snappy blocks.
+librdkafka sends plain raw snappy, so decompression accepts both.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+
+import cramjam
+
+from epochlog.protocol.errors import ErrorCode, KafkaError
+
+NONE = 0
+GZIP = 1
+SNAPPY = 2
+LZ4 = 3
+ZSTD = 4
+
+CODEC_NAMES = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
+
+# xerial snappy-java stream: magic, then int32 version and int32 minimum compatible
+# version (both 1), then blocks of int32 length + raw snappy block.
+XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
+_XERIAL_HEADER_SIZE = len(_XERIAL_HEADER)
+# snappy-java's default block size: compressed blocks are independent, so any size
+# decodes, but clients reading with fixed buffers expect this one.
+XERIAL_BLOCK_SIZE = 32 * 1024
+_INT32 = struct.Struct(">i")
+
+# Kafka's default zstd level (cramjam's own default, 11, is several times slower).
+ZSTD_LEVEL = 3
+
+Buffer = bytes | bytearray | memoryview
+
+
+def _snappy_xerial_compress(data: Buffer) -> bytes:
+    view = memoryview(data)
+    out = bytearray(_XERIAL_HEADER)
+    compress_raw = cramjam.snappy.compress_raw
+    pack = _INT32.pack
+    for start in range(0, len(view), XERIAL_BLOCK_SIZE):
+        block = compress_raw(view[start : start + XERIAL_BLOCK_SIZE])
+        out += pack(len(block))
+        out += block
+    return bytes(out)
+
+
+def _snappy_decompress(data: Buffer) -> bytes:
+    view = memoryview(data)
+    decompress_raw = cramjam.snappy.decompress_raw
+    if len(view) < _XERIAL_HEADER_SIZE or view[:8] != XERIAL_MAGIC:
+        return bytes(decompress_raw(view))
+    # The version ints are not checked: snappy-java itself only reads them for show,
+    # and every framing version seen in the wild has the same block layout.
+    out = bytearray()
+    pos = _XERIAL_HEADER_SIZE
+    end = len(view)
+    unpack_from = _INT32.unpack_from
+    while pos < end:
+        if end - pos < 4:
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "xerial snappy block length cut short")
+        (length,) = unpack_from(view, pos)
+        pos += 4
+        if length < 0 or pos + length > end:
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"xerial snappy block length {length}")
+        out += decompress_raw(view[pos : pos + length])
+        pos += length
+    return bytes(out)
+
+
+def _gzip_compress(data: Buffer) -> bytes:
+    return bytes(cramjam.gzip.compress(data))
+
+
+def _lz4_compress(data: Buffer) -> bytes:
+    # LZ4 frame format with independent blocks: Kafka's Java reader decodes each block
+    # on its own (cramjam's one-shot compress links them). No content checksum, like
+    # Kafka's own writer.
+    compressor = cramjam.lz4.Compressor(content_checksum=False, block_linked=False)
+    compressor.compress(data if type(data) is bytes else bytes(data))  # takes bytes only
+    return bytes(compressor.finish())
+
+
+def _zstd_compress(data: Buffer) -> bytes:
+    return bytes(cramjam.zstd.compress(data, level=ZSTD_LEVEL))
+
+
+def _plain(func: Callable[[Buffer], object]) -> Callable[[Buffer], bytes]:
+    def run(data: Buffer) -> bytes:
+        return bytes(func(data))  # type: ignore[call-overload]
+
+    return run
+
+
+_COMPRESSORS: dict[int, Callable[[Buffer], bytes]] = {
+    NONE: bytes,
+    GZIP: _gzip_compress,
+    SNAPPY: _snappy_xerial_compress,
+    LZ4: _lz4_compress,
+    ZSTD: _zstd_compress,
+}
+
+_DECOMPRESSORS: dict[int, Callable[[Buffer], bytes]] = {
+    NONE: bytes,
+    GZIP: _plain(cramjam.gzip.decompress),
+    SNAPPY: _snappy_decompress,
+    LZ4: _plain(cramjam.lz4.decompress),
+    ZSTD: _plain(cramjam.zstd.decompress),
+}
+
+
+def _unsupported(codec: int) -> KafkaError:
+    return KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"compression codec {codec}")
+
+
+def compress(codec: int, data: Buffer) -> bytes:
+    """Compress a batch's records section as ``codec`` (a batch attribute id) writes it."""
+    func = _COMPRESSORS.get(codec)
+    if func is None:
+        raise _unsupported(codec)
+    return func(data)
+
+
+def decompress(codec: int, data: Buffer) -> bytes:
+    """Decompress a batch's records section; bad data raises CORRUPT_MESSAGE, never
+    a codec library's own exception, so callers map every failure to one wire error."""
+    func = _DECOMPRESSORS.get(codec)
+    if func is None:
+        raise _unsupported(codec)
+    try:
+        return func(data)
+    except KafkaError:
+        raise
+    except Exception as exc:  # cramjam raises DecompressionError, and others on odd input
+        name = CODEC_NAMES[codec]
+        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"cannot decompress {name}: {exc}") from exc

@@ -1,0 +1,378 @@
+"""Records inside a magic 2 batch: decode, validate as a broker does on produce, build.
+
+Record => length varint, attributes int8, timestampDelta varlong, offsetDelta varint,
+key (varint length, -1 for null), value (likewise), headers (varint count, then per
+header a varint-length UTF-8 key and a nullable varint-length value). Every varint is
+zig-zag encoded. The records section follows the 61-byte batch header and is
+compressed as a whole when the batch's attributes say so.
+
+Decoding is a hot path: the loop inlines the one-byte varint case (by far the most
+common) and keeps everything in local variables; malformed input of any kind surfaces
+as a ``KafkaError``, never as an IndexError or similar.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import crc32c
+
+from epochlog.protocol import batch as _batch
+from epochlog.protocol.compression import compress as _compress
+from epochlog.protocol.compression import decompress
+from epochlog.protocol.errors import ErrorCode, KafkaError
+
+Buffer = bytes | bytearray | memoryview
+Header = tuple[str, bytes | None]
+
+
+@dataclass(slots=True)
+class Record:
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+
+
+# --- varints (zig-zag), shared by the decoder and the builder ----------------------
+
+# Zig-zag decoded value of every one-byte varint.
+_ZZ1 = tuple((b >> 1) ^ -(b & 1) for b in range(128))
+# Encoded bytes of every value whose zig-zag form fits one byte (-64..63).
+_ONE_BYTE = {(v >> 1) ^ -(v & 1): bytes((v,)) for v in range(128)}
+_VARINT_MAX_BYTES = 5
+_VARLONG_MAX_BYTES = 10
+
+
+def _varint_tail(buf: Buffer, pos: int, max_bytes: int) -> tuple[int, int]:
+    """Decode a varint of any length at ``pos``; may raise IndexError at the end of buf."""
+    result = 0
+    shift = 0
+    limit = 7 * max_bytes
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+        if shift >= limit:
+            raise KafkaError(ErrorCode.INVALID_RECORD, f"varint longer than {max_bytes} bytes")
+
+
+def decode_varint(buf: Buffer, pos: int = 0, *, long: bool = False) -> tuple[int, int]:
+    """Zig-zag varint (or varlong) at ``pos`` -> (value, position after it)."""
+    try:
+        return _varint_tail(buf, pos, _VARLONG_MAX_BYTES if long else _VARINT_MAX_BYTES)
+    except IndexError:
+        raise KafkaError(ErrorCode.INVALID_RECORD, "varint cut short") from None
+
+
+def encode_varint(value: int) -> bytes:
+    """Zig-zag varint (or varlong: the encoding is the same) of a signed 64-bit value."""
+    one = _ONE_BYTE.get(value)
+    if one is not None:
+        return one
+    v = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def varint_size(value: int) -> int:
+    """Bytes ``encode_varint(value)`` takes."""
+    v = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
+    return max(1, (v.bit_length() + 6) // 7)
+
+
+# --- decoding ----------------------------------------------------------------------
+
+
+def _invalid(message: str) -> KafkaError:
+    return KafkaError(ErrorCode.INVALID_RECORD, message)
+
+
+def _decode(
+    data: bytes,
+    pos: int,
+    end: int,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    append_time: int | None,
+) -> Iterator[Record]:
+    """Yield ``count`` records from ``data[pos:end]``, then insist nothing is left."""
+    zz1 = _ZZ1
+    tail = _varint_tail
+    record = Record
+    try:
+        for _ in range(count):
+            b = data[pos]
+            if b < 0x80:
+                length = zz1[b]
+                pos += 1
+            else:
+                length, pos = tail(data, pos, 5)
+            record_end = pos + length
+            # Smallest record: attributes and five one-byte varints.
+            if length < 6 or record_end > end:
+                raise _invalid(f"record length {length} at byte {pos} of {end}")
+            # Record attributes (pos) are unused by every Kafka version so far.
+            b = data[pos + 1]
+            if b < 0x80:
+                timestamp_delta = zz1[b]
+                pos += 2
+            else:
+                timestamp_delta, pos = tail(data, pos + 1, 10)
+            b = data[pos]
+            if b < 0x80:
+                offset_delta = zz1[b]
+                pos += 1
+            else:
+                offset_delta, pos = tail(data, pos, 5)
+            b = data[pos]
+            if b < 0x80:
+                size = zz1[b]
+                pos += 1
+            else:
+                size, pos = tail(data, pos, 5)
+            if size >= 0:
+                key = data[pos : pos + size]
+                pos += size
+            elif size == -1:
+                key = None
+            else:
+                raise _invalid(f"key length {size}")
+            b = data[pos]
+            if b < 0x80:
+                size = zz1[b]
+                pos += 1
+            else:
+                size, pos = tail(data, pos, 5)
+            if size >= 0:
+                value = data[pos : pos + size]
+                pos += size
+            elif size == -1:
+                value = None
+            else:
+                raise _invalid(f"value length {size}")
+            b = data[pos]
+            if b == 0:
+                headers = []
+                pos += 1
+            else:
+                if b < 0x80:
+                    n_headers = zz1[b]
+                    pos += 1
+                else:
+                    n_headers, pos = tail(data, pos, 5)
+                # Each header takes at least two bytes.
+                if n_headers < 0 or 2 * n_headers > record_end - pos:
+                    raise _invalid(f"header count {n_headers}")
+                headers = []
+                for _ in range(n_headers):
+                    size, pos = tail(data, pos, 5)
+                    if size < 0:
+                        raise _invalid(f"header key length {size}")
+                    header_key = data[pos : pos + size].decode()
+                    pos += size
+                    size, pos = tail(data, pos, 5)
+                    if size >= 0:
+                        headers.append((header_key, data[pos : pos + size]))
+                        pos += size
+                    elif size == -1:
+                        headers.append((header_key, None))
+                    else:
+                        raise _invalid(f"header value length {size}")
+                    if pos > record_end:
+                        break
+            if pos != record_end:
+                raise _invalid(
+                    f"record declared {length} bytes, its fields take {pos - record_end + length}"
+                )
+            yield record(
+                base_offset + offset_delta,
+                base_timestamp + timestamp_delta if append_time is None else append_time,
+                key,
+                value,
+                headers,
+            )
+    except (IndexError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+        raise _invalid(f"malformed record: {exc}") from exc
+    if pos != end:
+        raise _invalid(f"{end - pos} bytes after the batch's last record")
+
+
+def iter_records(batch: Buffer, *, check_crc: bool = True) -> Iterator[Record]:
+    """Decode the records of one whole batch (header included), decompressing if needed.
+
+    Offsets and timestamps come out absolute. With LogAppendTime every record carries
+    the batch's maxTimestamp, as Kafka's own readers report it. Errors are raised as
+    KafkaError: CORRUPT_MESSAGE for the batch (header, CRC, compression) and
+    INVALID_RECORD for the records inside, as Kafka's broker classifies them.
+    """
+    header = _batch.validate_batch(batch) if check_crc else _batch.read_header(batch)
+    size = header.size
+    if size > len(batch):
+        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "record batch cut short")
+    if header.records_count < 0:
+        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"record count {header.records_count}")
+    codec = header.attributes & _batch.COMPRESSION_MASK
+    if codec:
+        data = decompress(codec, memoryview(batch)[_batch.HEADER_SIZE : size])
+        pos, end = 0, len(data)
+    elif type(batch) is bytes:
+        data, pos, end = batch, _batch.HEADER_SIZE, size
+    else:
+        data, pos, end = bytes(memoryview(batch)[:size]), _batch.HEADER_SIZE, size
+    append_time = header.max_timestamp if header.is_log_append_time else None
+    return _decode(
+        data,
+        pos,
+        end,
+        header.records_count,
+        header.base_offset,
+        header.base_timestamp,
+        append_time,
+    )
+
+
+def validate_records(batch: Buffer) -> None:
+    """Check what Kafka's broker checks on produce before accepting a batch: header
+    count and offset range agree, offset deltas run 0..n-1 in order, every length is
+    consistent. Raises INVALID_RECORD (CORRUPT_MESSAGE for a bad header or CRC)."""
+    header = _batch.validate_batch(batch)
+    count = header.records_count
+    if count <= 0:
+        raise _invalid(f"record count {count}: a produced batch holds records")
+    if header.last_offset_delta != count - 1:
+        raise _invalid(
+            f"last offset delta {header.last_offset_delta} does not match {count} records"
+        )
+    expected = header.base_offset
+    for rec in iter_records(batch, check_crc=False):
+        if rec.offset != expected:
+            raise _invalid(
+                f"record offset delta {rec.offset - header.base_offset}, "
+                f"expected {expected - header.base_offset}"
+            )
+        expected += 1
+
+
+# --- building ----------------------------------------------------------------------
+
+_HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
+_CRC_STRUCT = struct.Struct(">I")
+_EMPTY_HEADER = bytes(_batch.HEADER_SIZE)
+
+
+def _fields(rec: Any) -> tuple[Any, Any, Iterable[tuple[Any, Any]], Any]:
+    if isinstance(rec, tuple):
+        return rec
+    return rec.key, rec.value, rec.headers, rec.timestamp
+
+
+def build_batch(
+    records: Sequence[tuple[bytes | None, bytes | None, Iterable[Header], int | None]]
+    | Sequence[Any],
+    *,
+    base_offset: int = 0,
+    compression: int = 0,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    partition_leader_epoch: int = -1,
+    is_transactional: bool = False,
+    timestamp_type_log_append: bool = False,
+) -> bytes:
+    """Encode records as one magic 2 batch with a correct CRC32C.
+
+    ``records`` holds ``(key, value, headers, timestamp)`` tuples or objects with those
+    attributes (``Record``); offsets are assigned 0..n-1 from ``base_offset``. A None
+    timestamp means now. Header keys may be str or bytes.
+    """
+    if not records:
+        raise ValueError("a record batch needs at least one record")
+    now = None
+    body = bytearray()
+    write = body.extend
+    enc = encode_varint
+    one = _ONE_BYTE
+    base_timestamp = max_timestamp = None
+    for index, rec in enumerate(records):
+        key, value, headers, timestamp = _fields(rec)
+        if timestamp is None:
+            if now is None:
+                now = int(time.time() * 1000)
+            timestamp = now
+        if base_timestamp is None:
+            base_timestamp = max_timestamp = timestamp
+        elif timestamp > max_timestamp:
+            max_timestamp = timestamp
+        part = bytearray(b"\x00")  # record attributes
+        part += enc(timestamp - base_timestamp)
+        part += one.get(index) or enc(index)
+        if key is None:
+            part += b"\x01"
+        else:
+            part += enc(len(key))
+            part += key
+        if value is None:
+            part += b"\x01"
+        else:
+            part += enc(len(value))
+            part += value
+        if not headers:
+            part += b"\x00"
+        else:
+            headers = list(headers)
+            part += enc(len(headers))
+            for header_key, header_value in headers:
+                if isinstance(header_key, str):
+                    header_key = header_key.encode()
+                part += enc(len(header_key))
+                part += header_key
+                if header_value is None:
+                    part += b"\x01"
+                else:
+                    part += enc(len(header_value))
+                    part += header_value
+        write(enc(len(part)))
+        write(part)
+    count = len(records)
+    if compression:
+        body = _compress(compression, body)
+    attributes = compression
+    if timestamp_type_log_append:
+        attributes |= _batch.TIMESTAMP_TYPE_BIT
+    if is_transactional:
+        attributes |= _batch.TRANSACTIONAL_BIT
+    out = bytearray(_EMPTY_HEADER)
+    out += body
+    _HEADER_STRUCT.pack_into(
+        out,
+        0,
+        base_offset,
+        len(out) - _batch.LOG_OVERHEAD,
+        partition_leader_epoch,
+        2,
+        0,
+        attributes,
+        count - 1,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        count,
+    )
+    _CRC_STRUCT.pack_into(out, _batch.CRC, crc32c.crc32c(memoryview(out)[_batch.ATTRIBUTES :]))
+    return bytes(out)
