@@ -41,8 +41,9 @@ class Record:
 
 # --- varints (zig-zag), shared by the decoder and the builder ----------------------
 
-# Zig-zag decoded value of every one-byte varint.
-_ZZ1 = tuple((b >> 1) ^ -(b & 1) for b in range(128))
+# Zig-zag decoded value of every one- and two-byte varint, indexed by the raw 14 bits:
+# the decoder inlines those two cases, which cover lengths up to 8 KiB.
+_ZZ = tuple((v >> 1) ^ -(v & 1) for v in range(1 << 14))
 # Encoded bytes of every value whose zig-zag form fits one byte (-64..63).
 _ONE_BYTE = {(v >> 1) ^ -(v & 1): bytes((v,)) for v in range(128)}
 _VARINT_MAX_BYTES = 5
@@ -110,17 +111,22 @@ def _decode(
     append_time: int | None,
 ) -> Iterator[Record]:
     """Yield ``count`` records from ``data[pos:end]``, then insist nothing is left."""
-    zz1 = _ZZ1
+    zz = _ZZ
     tail = _varint_tail
     record = Record
     try:
         for _ in range(count):
             b = data[pos]
             if b < 0x80:
-                length = zz1[b]
+                length = zz[b]
                 pos += 1
             else:
-                length, pos = tail(data, pos, 5)
+                c = data[pos + 1]
+                if c < 0x80:
+                    length = zz[(b & 0x7F) | (c << 7)]
+                    pos += 2
+                else:
+                    length, pos = tail(data, pos, 5)
             record_end = pos + length
             # Smallest record: attributes and five one-byte varints.
             if length < 6 or record_end > end:
@@ -128,22 +134,37 @@ def _decode(
             # Record attributes (pos) are unused by every Kafka version so far.
             b = data[pos + 1]
             if b < 0x80:
-                timestamp_delta = zz1[b]
+                timestamp_delta = zz[b]
                 pos += 2
             else:
-                timestamp_delta, pos = tail(data, pos + 1, 10)
+                c = data[pos + 2]
+                if c < 0x80:
+                    timestamp_delta = zz[(b & 0x7F) | (c << 7)]
+                    pos += 3
+                else:
+                    timestamp_delta, pos = tail(data, pos + 1, 10)
             b = data[pos]
             if b < 0x80:
-                offset_delta = zz1[b]
+                offset_delta = zz[b]
                 pos += 1
             else:
-                offset_delta, pos = tail(data, pos, 5)
+                c = data[pos + 1]
+                if c < 0x80:
+                    offset_delta = zz[(b & 0x7F) | (c << 7)]
+                    pos += 2
+                else:
+                    offset_delta, pos = tail(data, pos, 5)
             b = data[pos]
             if b < 0x80:
-                size = zz1[b]
+                size = zz[b]
                 pos += 1
             else:
-                size, pos = tail(data, pos, 5)
+                c = data[pos + 1]
+                if c < 0x80:
+                    size = zz[(b & 0x7F) | (c << 7)]
+                    pos += 2
+                else:
+                    size, pos = tail(data, pos, 5)
             if size >= 0:
                 key = data[pos : pos + size]
                 pos += size
@@ -153,10 +174,15 @@ def _decode(
                 raise _invalid(f"key length {size}")
             b = data[pos]
             if b < 0x80:
-                size = zz1[b]
+                size = zz[b]
                 pos += 1
             else:
-                size, pos = tail(data, pos, 5)
+                c = data[pos + 1]
+                if c < 0x80:
+                    size = zz[(b & 0x7F) | (c << 7)]
+                    pos += 2
+                else:
+                    size, pos = tail(data, pos, 5)
             if size >= 0:
                 value = data[pos : pos + size]
                 pos += size
@@ -170,7 +196,7 @@ def _decode(
                 pos += 1
             else:
                 if b < 0x80:
-                    n_headers = zz1[b]
+                    n_headers = zz[b]
                     pos += 1
                 else:
                     n_headers, pos = tail(data, pos, 5)
