@@ -1,0 +1,80 @@
+"""Fixtures for tests that run real epochlog broker processes and real clients.
+
+`tests/` is on sys.path (pytest's rootdir-less conftest import), so test modules
+import the harness as `support.*`. Test module basenames must be unique.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from support.broker import LIVE_BROKERS, BrokerProcess, require_binary
+
+# What every test broker gets unless a test says otherwise.
+DEFAULT_SETTINGS: dict[str, object] = {"num.partitions": 1}
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, Any, Any]:
+    """On failure, attach the tail of every live broker's log to the report."""
+    report = yield
+    if report.failed:
+        for broker in LIVE_BROKERS:
+            report.sections.append((f"broker log {broker.log_path}", broker.tail(80)))
+    return report
+
+
+BrokerFactory = Callable[..., BrokerProcess]
+
+
+def _factory(base: Path, made: list[BrokerProcess]) -> BrokerFactory:
+    def make(settings: dict[str, object] | None = None, start: bool = True) -> BrokerProcess:
+        n = len(made)
+        broker = BrokerProcess(
+            log_dir=base / f"broker{n}" / "logs",
+            output_dir=base / f"broker{n}",
+            settings={**DEFAULT_SETTINGS, **(settings or {})},
+        )
+        made.append(broker)
+        return broker.start() if start else broker
+
+    return make
+
+
+@pytest.fixture
+def broker_factory(tmp_path: Path) -> Iterator[BrokerFactory]:
+    """Function-scoped brokers, for tests that kill, pause or damage them."""
+    made: list[BrokerProcess] = []
+    yield _factory(tmp_path, made)
+    for broker in made:
+        broker.close()
+
+
+@pytest.fixture(scope="module")
+def module_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """One broker shared by a module's tests that only produce and consume."""
+    made: list[BrokerProcess] = []
+    broker = _factory(tmp_path_factory.mktemp("broker"), made)()
+    yield broker
+    # A clean stop is asserted here too: SIGTERM must end in exit 0.
+    try:
+        broker.stop()
+    finally:
+        broker.close()
+
+
+@pytest.fixture(scope="session")
+def kcat() -> str:
+    """Debian's kcat (librdkafka 2.0.2): a missing binary fails the test, never skips."""
+    return require_binary("kcat")
+
+
+@pytest.fixture(scope="session")
+def iperf3() -> str:
+    return require_binary("iperf3")

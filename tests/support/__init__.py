@@ -1,0 +1,1 @@
+"""Shared harness for tests that run real broker processes and real clients."""
