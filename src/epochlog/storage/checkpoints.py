@@ -1,0 +1,64 @@
+"""Kafka's per-log-dir checkpoint files and the clean-shutdown marker.
+
+``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint`` share one format:
+``0`` (version), the entry count, then ``<topic> <partition> <offset>`` lines. Both are
+replaced atomically so a crash leaves either the old or the new file.
+"""
+
+from __future__ import annotations
+
+from epochlog.seams import Disk
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+
+TopicPartition = tuple[str, int]
+
+
+class OffsetCheckpointFile:
+    """One checkpoint file: read it whole, write it whole."""
+
+    def __init__(self, disk: Disk, path: str) -> None:
+        self.disk = disk
+        self.path = path
+
+    def read(self) -> dict[TopicPartition, int]:
+        """The stored offsets; an absent file is empty, a malformed one raises ValueError."""
+        if not self.disk.exists(self.path):
+            return {}
+        lines = [ln for ln in self.disk.read_file(self.path).decode().splitlines() if ln.strip()]
+        if len(lines) < 2 or lines[0].strip() != "0":
+            raise ValueError(f"{self.path}: unknown checkpoint version or truncated file")
+        count = int(lines[1])
+        if count != len(lines) - 2:
+            raise ValueError(f"{self.path}: expected {count} entries, found {len(lines) - 2}")
+        out = {}
+        for line in lines[2:]:
+            # Topic names cannot contain spaces, so split from the right.
+            topic, partition, offset = line.rsplit(" ", 2)
+            out[(topic, int(partition))] = int(offset)
+        return out
+
+    def write(self, offsets: dict[TopicPartition, int]) -> None:
+        lines = ["0", str(len(offsets))]
+        lines += [f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())]
+        self.disk.write_atomic(self.path, ("\n".join(lines) + "\n").encode())
+
+
+def clean_shutdown_path(log_dir: str) -> str:
+    return f"{log_dir}/{CLEAN_SHUTDOWN_FILE}"
+
+
+def was_clean_shutdown(disk: Disk, log_dir: str) -> bool:
+    return disk.exists(clean_shutdown_path(log_dir))
+
+
+def mark_clean_shutdown(disk: Disk, log_dir: str) -> None:
+    disk.write_atomic(clean_shutdown_path(log_dir), b"")
+
+
+def clear_clean_shutdown(disk: Disk, log_dir: str) -> None:
+    """Removed at start: from now on a crash must trigger recovery."""
+    if disk.exists(clean_shutdown_path(log_dir)):
+        disk.remove(clean_shutdown_path(log_dir))

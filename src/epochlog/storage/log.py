@@ -1,0 +1,567 @@
+"""One partition's log: ``<log.dir>/<topic>-<partition>/`` of segments and state.
+
+The broker appends produced or replicated batches, reads whole batches as file slices
+for zero-copy sends, answers ListOffsets and OffsetsForLeaderEpoch, truncates when a
+follower diverges and deletes old segments for retention. Nothing removed by truncation
+is destroyed: it is moved to ``quarantine/`` first.
+"""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import logging
+import uuid
+
+from epochlog.protocol.batch import (
+    BatchHeader,
+    iter_batches,
+    patch_log_append_time,
+    patch_offset_and_epoch,
+    read_header,
+)
+from epochlog.protocol.errors import ErrorCode, KafkaError
+from epochlog.seams import Clock, Disk
+from epochlog.storage.config import LogConfig
+from epochlog.storage.epoch_cache import LeaderEpochCache
+from epochlog.storage.log_loader import LogLoader
+from epochlog.storage.log_reader import LogReader
+from epochlog.storage.producer_state import ProducerStateManager
+from epochlog.storage.quarantine import Quarantine
+from epochlog.storage.results import AppendResult, OffsetAndEpoch, ReadResult, TruncatedRange
+from epochlog.storage.segment import LogSegment
+
+PARTITION_METADATA_FILE = "partition.metadata"
+MAX_RELATIVE_OFFSET = 0x7FFFFFFF
+NO_TIMESTAMP = -1
+
+logger = logging.getLogger("epochlog.storage")
+
+
+class UnexpectedAppendOffset(KafkaError):
+    """A follower append that does not start at or after the log end."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.UNKNOWN_SERVER_ERROR, message)
+
+
+def topic_id_to_str(raw: bytes) -> str:
+    """Kafka's string form of a topic id: base64url of its 16 bytes, no padding."""
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+class Log:
+    """Segments plus the leader-epoch cache, producer state and offsets of a partition."""
+
+    def __init__(
+        self,
+        disk: Disk,
+        clock: Clock,
+        directory: str,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        segments: list[LogSegment],
+        epoch_cache: LeaderEpochCache,
+        log_start_offset: int,
+        recovery_point: int,
+    ) -> None:
+        self.disk = disk
+        self.clock = clock
+        self.directory = directory
+        self.topic = topic
+        self.partition = partition
+        self._config = config
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self._epoch_cache = epoch_cache
+        self._log_start_offset = log_start_offset
+        self._recovery_point = recovery_point
+        self.quarantine = Quarantine(disk, clock, directory)
+        self.producer_state = ProducerStateManager(disk, directory)
+        self._reader = LogReader(self)
+        self._unflushed_messages = 0
+        self._last_flush_ms = clock.time_ms()
+        self._topic_id: str | None = None
+        self._closed = False
+
+    # -- opening -----------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        disk: Disk,
+        clock: Clock,
+        directory: str,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        clean_shutdown: bool = False,
+    ) -> Log:
+        """Load (and unless shut down cleanly, recover) the partition in ``directory``."""
+        quarantine = Quarantine(disk, clock, directory)
+        loaded = LogLoader(disk, clock, directory, config.index_interval_bytes, quarantine).load(
+            recovery_point, log_start_offset, clean_shutdown
+        )
+        log = cls(
+            disk,
+            clock,
+            directory,
+            topic,
+            partition,
+            config,
+            loaded.segments,
+            loaded.epoch_cache,
+            loaded.log_start_offset,
+            loaded.recovery_point,
+        )
+        log._rebuild_producer_state()
+        log._load_partition_metadata()
+        return log
+
+    def _rebuild_producer_state(self) -> None:
+        """Newest snapshot at or below the log end, then replay batch headers after it."""
+        snapshot = self.producer_state.load_latest_snapshot(
+            self.log_end_offset, self._log_start_offset
+        )
+        start = self._log_start_offset if snapshot is None else snapshot
+        for _, header in self._reader.headers_from(start):
+            if header.base_offset >= start:
+                self.producer_state.replay(header)
+        self.producer_state.evict_before(self._log_start_offset)
+
+    # -- properties --------------------------------------------------------------------
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:
+        self._config = config
+        self.active_segment.index_interval_bytes = config.index_interval_bytes
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def epoch_cache(self) -> LeaderEpochCache:
+        return self._epoch_cache
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    def segment_for(self, offset: int) -> int:
+        """Index of the segment whose range holds ``offset`` (the floor by base offset)."""
+        return max(bisect.bisect_right(self._bases, offset) - 1, 0)
+
+    # -- appending ---------------------------------------------------------------------
+
+    def _check_batches(self, records: bytearray) -> list[tuple[int, BatchHeader]]:
+        batches = iter_batches(records)
+        for _, header in batches:
+            if header.size > self._config.max_message_bytes:
+                raise KafkaError(
+                    ErrorCode.MESSAGE_TOO_LARGE,
+                    f"batch of {header.size} bytes exceeds max.message.bytes "
+                    f"{self._config.max_message_bytes}",
+                )
+            if header.records_count <= 0 or header.last_offset_delta != header.records_count - 1:
+                raise KafkaError(
+                    ErrorCode.INVALID_RECORD,
+                    f"batch claims {header.records_count} records with last offset delta "
+                    f"{header.last_offset_delta}",
+                )
+        if len(records) > self._config.segment_bytes:
+            raise KafkaError(
+                ErrorCode.RECORD_LIST_TOO_LARGE,
+                f"record set of {len(records)} bytes exceeds segment.bytes",
+            )
+        return batches
+
+    def append_as_leader(self, records: bytearray, leader_epoch: int) -> AppendResult:
+        """Validate, assign offsets and epoch, and write a produced record set."""
+        batches = self._check_batches(records)
+        pending = self.producer_state.begin()
+        for _, header in batches:
+            duplicate = pending.check(header)
+            if duplicate is not None:
+                append_time = duplicate.max_timestamp if self._config.log_append_time else -1
+                return AppendResult(
+                    duplicate.base_offset,
+                    duplicate.last_offset,
+                    append_time,
+                    self._log_start_offset,
+                    duplicate=True,
+                )
+            pending.update(header)
+        pending = self.producer_state.begin()
+        now = self.clock.time_ms()
+        append_time = now if self._config.log_append_time else NO_TIMESTAMP
+        next_offset = self.log_end_offset
+        headers = []
+        for position, _header in batches:
+            patch_offset_and_epoch(records, position, next_offset, leader_epoch)
+            if self._config.log_append_time:
+                patch_log_append_time(records, position, now)
+            patched = read_header(records, position)
+            pending.update(patched)
+            headers.append(patched)
+            next_offset = patched.next_offset
+        self._write(records, headers, now)
+        self._epoch_cache.assign(leader_epoch, headers[0].base_offset)
+        pending.commit()
+        return AppendResult(
+            headers[0].base_offset,
+            headers[-1].last_offset,
+            append_time,
+            self._log_start_offset,
+        )
+
+    def append_as_follower(self, records: bytearray) -> AppendResult:
+        """Write batches the leader already numbered; learn epochs from their headers."""
+        batches = iter_batches(records)
+        expected = self.log_end_offset
+        headers = []
+        for _, header in batches:
+            if header.base_offset < expected:
+                raise UnexpectedAppendOffset(
+                    f"{self.topic}-{self.partition}: batch at offset {header.base_offset} "
+                    f"but log end is {expected}"
+                )
+            expected = header.next_offset
+            headers.append(header)
+        self._write(records, headers, self.clock.time_ms())
+        for header in headers:
+            self._epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+            self.producer_state.replay(header)
+        return AppendResult(
+            headers[0].base_offset,
+            headers[-1].last_offset,
+            NO_TIMESTAMP,
+            self._log_start_offset,
+        )
+
+    def maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
+        """A new leader records where its epoch starts before any append (Kafka's
+        ``maybeAssignEpochStartOffset``)."""
+        self._epoch_cache.assign(leader_epoch, start_offset)
+
+    def _write(self, records: bytearray, headers: list[BatchHeader], now_ms: int) -> None:
+        self._maybe_roll_for(len(records), headers, now_ms)
+        self.active_segment.append(records, headers)
+        self._unflushed_messages += sum(h.records_count for h in headers)
+        if self._unflushed_messages >= self._config.flush_messages:
+            self.flush()
+
+    def _maybe_roll_for(self, size: int, headers: list[BatchHeader], now_ms: int) -> None:
+        active = self.active_segment
+        if active.size == 0:
+            if headers[0].base_offset != active.base_offset:
+                # A follower's first batch after a gap, or a truncated start.
+                self._replace_empty_active(headers[0].base_offset)
+            return
+        too_big = active.size + size > self._config.segment_bytes
+        too_old = (
+            active.time_waited_for_roll(now_ms, headers[0].max_timestamp) > self._config.segment_ms
+        )
+        too_far = headers[-1].last_offset - active.base_offset > MAX_RELATIVE_OFFSET
+        if too_big or too_old or too_far:
+            self.roll(headers[0].base_offset)
+
+    def _replace_empty_active(self, base_offset: int) -> None:
+        old = self._segments.pop()
+        self._bases.pop()
+        old.delete()
+        self._add_segment(base_offset)
+
+    def _add_segment(self, base_offset: int) -> LogSegment:
+        segment = LogSegment(
+            self.disk,
+            self.directory,
+            base_offset,
+            self._config.index_interval_bytes,
+            self.clock.time_ms(),
+        )
+        segment.activate()
+        self._segments.append(segment)
+        self._bases.append(base_offset)
+        return segment
+
+    def roll(self, base_offset: int | None = None) -> LogSegment:
+        """Seal the active segment and start a new one at the log end."""
+        new_base = self.log_end_offset if base_offset is None else base_offset
+        if self.active_segment.size == 0:
+            return self.active_segment
+        self.active_segment.seal()
+        self._recovery_point = max(self._recovery_point, self.log_end_offset)
+        self.producer_state.take_snapshot(self.log_end_offset)
+        return self._add_segment(new_base)
+
+    def maybe_roll(self, now_ms: int) -> bool:
+        """Roll by ``segment.ms`` when no append came to do it."""
+        active = self.active_segment
+        if active.size and active.time_waited_for_roll(now_ms, None) > self._config.segment_ms:
+            self.roll()
+            return True
+        return False
+
+    # -- reading -----------------------------------------------------------------------
+
+    def read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        max_offset: int | None = None,
+        min_one_batch: bool = True,
+    ) -> ReadResult:
+        """Whole batches from the one holding ``start_offset`` (see LogReader.read)."""
+        return self._reader.read(start_offset, max_bytes, max_offset, min_one_batch)
+
+    def offset_for_timestamp(self, timestamp: int) -> OffsetAndEpoch | None:
+        return self._reader.offset_for_timestamp(timestamp)
+
+    def earliest(self) -> OffsetAndEpoch:
+        start = self._log_start_offset
+        return OffsetAndEpoch(start, NO_TIMESTAMP, self._epoch_cache.epoch_for_offset(start))
+
+    def latest(self) -> OffsetAndEpoch:
+        return OffsetAndEpoch(self.log_end_offset, NO_TIMESTAMP, self._epoch_cache.latest_epoch)
+
+    def max_timestamp(self) -> OffsetAndEpoch | None:
+        return self._reader.max_timestamp()
+
+    def end_offset_for_epoch(self, requested_epoch: int) -> tuple[int, int]:
+        """OffsetsForLeaderEpoch against this log's end."""
+        return self._epoch_cache.end_offset_for(requested_epoch, self.log_end_offset)
+
+    # -- truncation and retention --------------------------------------------------------
+
+    def truncate_to(self, offset: int, reason: str = "truncate") -> TruncatedRange | None:
+        """Remove every batch at and after ``offset``, keeping them in quarantine first.
+
+        As in Kafka, a batch containing ``offset`` goes whole, so the log end can end up
+        below ``offset``. Returns what was removed, or None if nothing was.
+        """
+        if offset >= self.log_end_offset:
+            return None
+        if offset < self._log_start_offset:
+            return self.truncate_fully_and_start_at(offset, reason)
+        removed = self._quarantine_from(offset, reason)
+        index = self.segment_for(offset)
+        found = self._segments[index].find_batch(offset)
+        for segment in self._segments[index + 1 :]:
+            segment.delete()
+        del self._segments[index + 1 :]
+        del self._bases[index + 1 :]
+        target = self._segments[index]
+        if found is not None:
+            target.cut_at(found[0])
+        target.activate()
+        self._after_truncation()
+        return removed
+
+    def truncate_fully_and_start_at(
+        self, offset: int, reason: str = "truncate fully"
+    ) -> TruncatedRange | None:
+        """Empty the log (quarantining its contents) and restart it at ``offset``."""
+        removed = None
+        if self.log_end_offset > self._log_start_offset:
+            removed = self._quarantine_from(self._log_start_offset, reason)
+        for segment in self._segments:
+            segment.delete()
+        self._segments, self._bases = [], []
+        self._add_segment(offset)
+        self._log_start_offset = offset
+        self._epoch_cache.clear()
+        self.producer_state.clear()
+        self.producer_state.delete_snapshots()
+        self._recovery_point = offset
+        return removed
+
+    def _after_truncation(self) -> None:
+        end = self.log_end_offset
+        self._epoch_cache.truncate_from_end(end)
+        self._recovery_point = min(self._recovery_point, end)
+        self._rebuild_producer_state()
+
+    def _quarantine_from(self, offset: int, reason: str) -> TruncatedRange:
+        sources = []
+        epochs: list[int] = []
+        first = last = None
+        index = self.segment_for(offset)
+        for segment in self._segments[index:]:
+            found = segment.find_batch(offset)
+            if found is None:
+                continue
+            position = found[0]
+            for _, header in segment.iter_headers(position):
+                first = header.base_offset if first is None else first
+                last = header.last_offset
+                if not epochs or epochs[-1] != header.partition_leader_epoch:
+                    epochs.append(header.partition_leader_epoch)
+            sources.append((segment.file, position, segment.size - position))
+        first = offset if first is None else first
+        last = first - 1 if last is None else last
+        description = {
+            "topic": self.topic,
+            "partition": self.partition,
+            "first_offset": first,
+            "last_offset": last,
+            "epochs": epochs,
+            "reason": reason,
+        }
+        path = self.quarantine.keep(f"{first:020d}-{last:020d}", sources, description)
+        size = sum(s[2] for s in sources)
+        logger.warning(
+            "%s-%d: %s removed offsets %d..%d (epochs %s, %d bytes); kept in %s",
+            self.topic,
+            self.partition,
+            reason,
+            first,
+            last,
+            epochs,
+            size,
+            path,
+        )
+        return TruncatedRange(first, last, tuple(epochs), size, path)
+
+    def delete_segments_for_retention(self, now_ms: int) -> int:
+        """Delete old segments by ``retention.ms``, ``retention.bytes`` and log start.
+
+        Never the active segment. Returns how many segments went.
+        """
+        deletable = 0
+        size_excess = (
+            self.size_bytes - self._config.retention_bytes
+            if self._config.retention_bytes >= 0
+            else -1
+        )
+        for i, segment in enumerate(self._segments[:-1]):
+            next_base = self._segments[i + 1].base_offset
+            below_start = next_base <= self._log_start_offset
+            largest = segment.max_timestamp if segment.max_timestamp >= 0 else segment.created_ms
+            expired = (
+                self._config.retention_ms >= 0 and now_ms - largest > self._config.retention_ms
+            )
+            over_size = size_excess >= 0 and size_excess - segment.size >= 0
+            if not (below_start or expired or over_size):
+                break
+            size_excess -= segment.size
+            deletable += 1
+        if deletable:
+            self._delete_oldest(deletable)
+        return deletable
+
+    def _delete_oldest(self, count: int) -> None:
+        gone = self._segments[:count]
+        del self._segments[:count]
+        del self._bases[:count]
+        self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+        for segment in gone:
+            logger.info(
+                "%s-%d: retention deleted segment %s",
+                self.topic,
+                self.partition,
+                segment.log_path,
+            )
+            segment.delete()
+        self._epoch_cache.truncate_from_start(self._log_start_offset)
+        self.producer_state.evict_before(self._log_start_offset)
+
+    def maybe_increment_log_start_offset(self, offset: int) -> None:
+        """DeleteRecords: move the log start forward; whole segments go at retention."""
+        if offset > self.log_end_offset:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, f"{offset} beyond the log end")
+        if offset > self._log_start_offset:
+            self._log_start_offset = offset
+            self._epoch_cache.truncate_from_start(offset)
+            self.producer_state.evict_before(offset)
+
+    # -- durability and lifecycle ------------------------------------------------------
+
+    def flush(self) -> None:
+        """fsync what was appended; the recovery point moves to the log end."""
+        self.active_segment.flush()
+        self._recovery_point = self.log_end_offset
+        self._unflushed_messages = 0
+        self._last_flush_ms = self.clock.time_ms()
+
+    def maybe_flush(self, now_ms: int) -> bool:
+        """Flush per ``flush.ms``."""
+        if self._recovery_point < self.log_end_offset and (
+            now_ms - self._last_flush_ms >= self._config.flush_ms
+        ):
+            self.flush()
+            return True
+        return False
+
+    def close(self) -> None:
+        """Flush, snapshot producer state, close files (a clean shutdown of this log)."""
+        if self._closed:
+            return
+        self.flush()
+        self.active_segment.seal()
+        self.producer_state.take_snapshot(self.log_end_offset)
+        for segment in self._segments:
+            segment.close()
+        self._closed = True
+
+    def delete(self) -> None:
+        """Rename the directory aside, as Kafka does, then remove it."""
+        if not self._closed:
+            for segment in self._segments:
+                segment.close()
+            self._closed = True
+        token = uuid.UUID(int=(self.clock.time_ms() << 64) | (id(self) & (2**64 - 1))).hex
+        doomed = f"{self.directory}.{token}-delete"
+        self.disk.rename(self.directory, doomed)
+        self.disk.rmtree(doomed)
+
+    # -- topic id ----------------------------------------------------------------------
+
+    @property
+    def topic_id(self) -> str | None:
+        """The topic's id in Kafka's base64url string form, if recorded."""
+        return self._topic_id
+
+    def set_topic_id(self, topic_id: str) -> None:
+        """Record the topic id in ``partition.metadata`` (Kafka's format)."""
+        if self._topic_id == topic_id:
+            return
+        data = f"version: 0\ntopic_id: {topic_id}\n".encode()
+        self.disk.write_atomic(f"{self.directory}/{PARTITION_METADATA_FILE}", data)
+        self._topic_id = topic_id
+
+    def _load_partition_metadata(self) -> None:
+        path = f"{self.directory}/{PARTITION_METADATA_FILE}"
+        if not self.disk.exists(path):
+            return
+        fields = {}
+        for line in self.disk.read_file(path).decode().splitlines():
+            if ":" in line:
+                key, value = line.split(":", 1)
+                fields[key.strip()] = value.strip()
+        if fields.get("version") != "0" or "topic_id" not in fields:
+            raise ValueError(f"{path}: malformed partition metadata")
+        self._topic_id = fields["topic_id"]

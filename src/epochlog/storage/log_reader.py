@@ -1,0 +1,154 @@
+"""Reads of a partition's log: fetch slices, headers for replay, lookups by time.
+
+A fetch returns file ranges (``FileSlice``) of whole batches, never the bytes: the
+network layer sends them with ``sendfile``. Only batch headers are read to find
+boundaries, and the sparse offset index keeps that scan short.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from epochlog.protocol.batch import BatchHeader
+from epochlog.protocol.errors import ErrorCode, KafkaError
+from epochlog.protocol.records import iter_records
+from epochlog.storage.results import OffsetAndEpoch, ReadResult
+from epochlog.storage.segment import FileSlice, LogSegment
+
+if TYPE_CHECKING:
+    from epochlog.storage.log import Log
+
+
+def _record_timestamps(batch: bytes) -> list[tuple[int, int]]:
+    """(offset, timestamp) of each record of a stored batch (CRC checked at append)."""
+    return [(r.offset, r.timestamp) for r in iter_records(batch, check_crc=False)]
+
+
+class LogReader:
+    def __init__(self, log: Log) -> None:
+        self._log = log
+
+    def headers_from(self, offset: int) -> Iterator[tuple[LogSegment, BatchHeader]]:
+        """Every batch header from the one holding ``offset`` to the log end."""
+        segments = self._log.segments
+        for segment in segments[self._log.segment_for(offset) :]:
+            found = segment.find_batch(offset)
+            if found is None:
+                continue
+            for _, header in segment.iter_headers(found[0]):
+                yield segment, header
+
+    def read(
+        self, start_offset: int, max_bytes: int, max_offset: int | None, min_one_batch: bool
+    ) -> ReadResult:
+        """Whole batches from the one holding ``start_offset``, within one segment.
+
+        Stops before a batch whose base offset is >= ``max_offset`` (the high watermark)
+        and within ``max_bytes``, except that ``min_one_batch`` lets a first batch larger
+        than ``max_bytes`` through (so a consumer can always make progress). Raises
+        OFFSET_OUT_OF_RANGE outside [log start, log end].
+        """
+        log = self._log
+        start, end = log.log_start_offset, log.log_end_offset
+        if start_offset < start or start_offset > end:
+            raise KafkaError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"offset {start_offset} outside [{start}, {end}] of {log.topic}-{log.partition}",
+            )
+        limit_offset = end if max_offset is None else min(max_offset, end)
+        empty = ReadResult([], start, end)
+        if start_offset >= limit_offset:
+            return empty
+        for segment in log.segments[log.segment_for(start_offset) :]:
+            found = segment.find_batch(start_offset)
+            if found is None:
+                continue
+            first_position, first = found
+            if first.base_offset >= limit_offset:
+                return empty
+            size = self._extent(segment, first_position, first, max_bytes, limit_offset)
+            if size == 0:
+                if not min_one_batch:
+                    return empty
+                size = first.size
+            return ReadResult([FileSlice(segment.file, first_position, size)], start, end)
+        return empty
+
+    def _extent(
+        self,
+        segment: LogSegment,
+        position: int,
+        first: BatchHeader,
+        max_bytes: int,
+        limit_offset: int,
+    ) -> int:
+        """Bytes of whole batches from ``position`` within both limits."""
+        limit_position = position + max_bytes
+        scan_from = position
+        entry = segment.offset_index.floor_position(limit_position, limit_offset)
+        if entry is not None and entry[1] > position:
+            scan_from = entry[1]
+        end = position
+        for batch_position, header in segment.iter_headers(scan_from):
+            if header.base_offset >= limit_offset:
+                break
+            batch_end = batch_position + header.size
+            if batch_end > limit_position:
+                break
+            end = batch_end
+        return end - position
+
+    def _epoch(self, offset: int) -> int:
+        return self._log.epoch_cache.epoch_for_offset(offset)
+
+    def offset_for_timestamp(self, timestamp: int) -> OffsetAndEpoch | None:
+        """The first record whose timestamp is >= ``timestamp`` (ListOffsets by time)."""
+        log = self._log
+        for segment in log.segments:
+            if segment.max_timestamp < timestamp:
+                continue
+            found = segment.find_by_timestamp(timestamp)
+            while found is not None and found[1].last_offset < log.log_start_offset:
+                found = segment.find_batch(found[1].next_offset)
+            if found is None:
+                continue
+            position, header = found
+            return self._record_at_or_after(segment, position, header, timestamp)
+        return None
+
+    def _record_at_or_after(
+        self, segment: LogSegment, position: int, header: BatchHeader, timestamp: int
+    ) -> OffsetAndEpoch:
+        start = self._log.log_start_offset
+        records = None
+        if not header.is_log_append_time:
+            records = _record_timestamps(segment.file.pread(header.size, position))
+        for offset, ts in records or ():
+            if ts >= timestamp and offset >= start:
+                return OffsetAndEpoch(offset, ts, self._epoch(offset))
+        offset = max(header.base_offset, start)
+        return OffsetAndEpoch(offset, header.max_timestamp, self._epoch(offset))
+
+    def max_timestamp(self) -> OffsetAndEpoch | None:
+        """The record with the largest timestamp (ListOffsets MAX_TIMESTAMP), first if tied."""
+        best: LogSegment | None = None
+        for segment in self._log.segments:
+            if segment.max_timestamp >= 0 and (
+                best is None or segment.max_timestamp > best.max_timestamp
+            ):
+                best = segment
+        if best is None:
+            return None
+        found = best.find_batch(best.offset_of_max_timestamp)
+        if found is None:
+            return None
+        position, header = found
+        records = None
+        if not header.is_log_append_time:
+            records = _record_timestamps(best.file.pread(header.size, position))
+        for offset, ts in records or ():
+            if ts == best.max_timestamp:
+                return OffsetAndEpoch(offset, ts, self._epoch(offset))
+        offset = header.last_offset
+        return OffsetAndEpoch(offset, header.max_timestamp, self._epoch(offset))

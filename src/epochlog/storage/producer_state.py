@@ -1,0 +1,295 @@
+"""Idempotent producer state of one partition (Kafka's ProducerStateManager semantics).
+
+Per producer id: the producer epoch and the metadata of its last five batches, enough to
+recognise a retried batch and to enforce sequence order.
+
+Validation of a leader append (``ProducerAppend.check``), as Kafka 2.7+ does it:
+
+- a producer epoch below the known one: INVALID_PRODUCER_EPOCH (Kafka 2.7 replaced the
+  fatal PRODUCER_FENCED with this retriable code, KIP-588);
+- a batch matching one of the cached five (same epoch, first and last sequence): a
+  :class:`Duplicate` with the original offsets; the broker answers success with them and
+  stores nothing. A retried batch older than the cached five fails the sequence check
+  below. We never answer DUPLICATE_SEQUENCE_NUMBER: modern Kafka brokers do not either
+  (clients treat it as success without offsets), the Duplicate answer is strictly better;
+- a new (bumped) epoch must start at sequence 0, else OUT_OF_ORDER_SEQUENCE_NUMBER;
+- same epoch: first sequence must follow the last (wrapping at 2^31-1), else
+  OUT_OF_ORDER_SEQUENCE_NUMBER;
+- an unknown producer id (never seen, or its state removed with its records by retention,
+  or expired) is accepted at any sequence. Kafka stopped sending UNKNOWN_PRODUCER_ID in
+  2.5 (KIP-360): refusing would wedge a producer whose records aged out, while accepting
+  costs nothing the producer could have prevented.
+
+Followers and recovery replay (``update`` without ``check``) trust the leader's log.
+
+Snapshots (``<offset>.snapshot``, offset = log end at the time) hold every producer's
+five batches, so deduplication survives a restart: our own binary format (version 1:
+int16 version, uint32 CRC32C of the rest, then producers) rather than Kafka's, which
+keeps only the last batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections import deque
+from dataclasses import dataclass
+
+import crc32c
+
+from epochlog.protocol.batch import NO_PRODUCER_ID, BatchHeader
+from epochlog.protocol.errors import ErrorCode, KafkaError
+from epochlog.seams import Disk
+
+SNAPSHOT_SUFFIX = ".snapshot"
+NUM_BATCHES_TO_RETAIN = 5
+NO_PRODUCER_EPOCH = -1
+MAX_SEQUENCE = 0x7FFFFFFF
+_SNAPSHOT_VERSION = 1
+
+_HEAD = struct.Struct(">hI")
+_COUNT = struct.Struct(">i")
+_PRODUCER = struct.Struct(">qhqi")
+_BATCH = struct.Struct(">iiqqq")
+
+logger = logging.getLogger("epochlog.storage")
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class Duplicate:
+    """A retried batch already in the log, at these offsets."""
+
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+
+
+@dataclass(slots=True)
+class ProducerEntry:
+    producer_id: int
+    epoch: int = NO_PRODUCER_EPOCH
+    last_timestamp: int = -1
+    batches: deque[BatchMetadata] | None = None
+
+    def __post_init__(self) -> None:
+        if self.batches is None:
+            self.batches = deque(maxlen=NUM_BATCHES_TO_RETAIN)
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else -1
+
+    @property
+    def last_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+    def copy(self) -> ProducerEntry:
+        return ProducerEntry(
+            self.producer_id,
+            self.epoch,
+            self.last_timestamp,
+            deque(self.batches or (), maxlen=NUM_BATCHES_TO_RETAIN),
+        )
+
+    def find_duplicate(self, header: BatchHeader) -> BatchMetadata | None:
+        if header.producer_epoch != self.epoch:
+            return None
+        for meta in self.batches or ():
+            if meta.first_seq == header.base_sequence and meta.last_seq == header.last_sequence:
+                return meta
+        return None
+
+    def add(self, header: BatchHeader) -> None:
+        """Record an appended batch (offsets assigned); a new epoch forgets old batches."""
+        if header.producer_epoch != self.epoch:
+            self.epoch = header.producer_epoch
+            self.batches = deque(maxlen=NUM_BATCHES_TO_RETAIN)
+        assert self.batches is not None
+        self.batches.append(
+            BatchMetadata(
+                header.base_sequence,
+                header.last_sequence,
+                header.base_offset,
+                header.last_offset,
+                header.max_timestamp,
+            )
+        )
+        self.last_timestamp = max(self.last_timestamp, header.max_timestamp)
+
+
+def _in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == MAX_SEQUENCE)
+
+
+class ProducerAppend:
+    """Validation and updates for one append, applied to the manager only on commit."""
+
+    def __init__(self, manager: ProducerStateManager) -> None:
+        self._manager = manager
+        self.updated: dict[int, ProducerEntry] = {}
+
+    def _entry(self, producer_id: int) -> ProducerEntry | None:
+        return self.updated.get(producer_id) or self._manager.producers.get(producer_id)
+
+    def check(self, header: BatchHeader) -> Duplicate | None:
+        """Validate a leader append (see module docstring); raises KafkaError."""
+        if header.producer_id == NO_PRODUCER_ID:
+            return None
+        entry = self._entry(header.producer_id)
+        if entry is None:
+            return None
+        duplicate = entry.find_duplicate(header)
+        if duplicate is not None:
+            return Duplicate(duplicate.first_offset, duplicate.last_offset, duplicate.max_timestamp)
+        pid, epoch, seq = header.producer_id, header.producer_epoch, header.base_sequence
+        if epoch < entry.epoch:
+            raise KafkaError(
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+                f"producer {pid} epoch {epoch} is older than the current {entry.epoch}",
+            )
+        if epoch != entry.epoch:
+            if seq != 0 and entry.epoch != NO_PRODUCER_EPOCH:
+                raise KafkaError(
+                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                    f"producer {pid} new epoch {epoch} must start at sequence 0, not {seq}",
+                )
+        elif entry.batches and not _in_sequence(entry.last_seq, seq):
+            raise KafkaError(
+                ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                f"producer {pid} sequence {seq} does not follow {entry.last_seq}",
+            )
+        return None
+
+    def update(self, header: BatchHeader) -> None:
+        """Record a batch that will be written (its offsets already assigned)."""
+        if header.producer_id == NO_PRODUCER_ID:
+            return
+        entry = self.updated.get(header.producer_id)
+        if entry is None:
+            current = self._manager.producers.get(header.producer_id)
+            entry = current.copy() if current else ProducerEntry(header.producer_id)
+            self.updated[header.producer_id] = entry
+        entry.add(header)
+
+    def commit(self) -> None:
+        self._manager.producers.update(self.updated)
+        self.updated = {}
+
+
+class ProducerStateManager:
+    """All producers of a partition, with snapshots kept beside the segments."""
+
+    def __init__(self, disk: Disk, directory: str) -> None:
+        self.disk = disk
+        self.directory = directory
+        self.producers: dict[int, ProducerEntry] = {}
+
+    def begin(self) -> ProducerAppend:
+        return ProducerAppend(self)
+
+    def replay(self, header: BatchHeader) -> None:
+        """Apply a batch already in the log (recovery, follower append)."""
+        append = self.begin()
+        append.update(header)
+        append.commit()
+
+    def clear(self) -> None:
+        self.producers.clear()
+
+    def evict_before(self, log_start_offset: int) -> None:
+        """Forget producers whose every batch now lies before the log start (retention)."""
+        gone = [p for p, e in self.producers.items() if e.last_offset < log_start_offset]
+        for producer_id in gone:
+            del self.producers[producer_id]
+        for offset in self.snapshot_offsets():
+            if offset < log_start_offset:
+                self.disk.remove(self._path(offset))
+
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget producers idle longer than ``producer.id.expiration.ms``."""
+        gone = [p for p, e in self.producers.items() if now_ms - e.last_timestamp > expiration_ms]
+        for producer_id in gone:
+            del self.producers[producer_id]
+        return len(gone)
+
+    # -- snapshots ---------------------------------------------------------------------
+
+    def _path(self, offset: int) -> str:
+        return f"{self.directory}/{offset:020d}{SNAPSHOT_SUFFIX}"
+
+    def snapshot_offsets(self) -> list[int]:
+        out = []
+        for name in self.disk.listdir(self.directory):
+            stem = name[: -len(SNAPSHOT_SUFFIX)]
+            if name.endswith(SNAPSHOT_SUFFIX) and len(stem) == 20 and stem.isdigit():
+                out.append(int(stem))
+        return sorted(out)
+
+    def take_snapshot(self, offset: int) -> None:
+        """Persist the state as of log end ``offset`` (clean shutdown, segment roll)."""
+        body = bytearray(_COUNT.pack(len(self.producers)))
+        for entry in self.producers.values():
+            batches = entry.batches or ()
+            body += _PRODUCER.pack(
+                entry.producer_id, entry.epoch, entry.last_timestamp, len(batches)
+            )
+            for m in batches:
+                body += _BATCH.pack(
+                    m.first_seq, m.last_seq, m.first_offset, m.last_offset, m.max_timestamp
+                )
+        data = _HEAD.pack(_SNAPSHOT_VERSION, crc32c.crc32c(bytes(body))) + bytes(body)
+        self.disk.write_atomic(self._path(offset), data)
+
+    def _read_snapshot(self, offset: int) -> dict[int, ProducerEntry]:
+        data = self.disk.read_file(self._path(offset))
+        version, crc = _HEAD.unpack_from(data, 0)
+        body = memoryview(data)[_HEAD.size :]
+        if version != _SNAPSHOT_VERSION or crc32c.crc32c(body) != crc:
+            raise ValueError(f"snapshot {self._path(offset)} is corrupt")
+        (count,) = _COUNT.unpack_from(body, 0)
+        pos = _COUNT.size
+        producers = {}
+        for _ in range(count):
+            pid, epoch, last_ts, n = _PRODUCER.unpack_from(body, pos)
+            pos += _PRODUCER.size
+            entry = ProducerEntry(pid, epoch, last_ts)
+            for _ in range(n):
+                assert entry.batches is not None
+                entry.batches.append(BatchMetadata(*_BATCH.unpack_from(body, pos)))
+                pos += _BATCH.size
+            producers[pid] = entry
+        return producers
+
+    def load_latest_snapshot(self, max_offset: int, min_offset: int = 0) -> int | None:
+        """Load the newest readable snapshot in [min_offset, max_offset]; drop newer ones.
+
+        Returns the snapshot's offset (replay the log from there), or None: state is then
+        empty and must be replayed from ``min_offset``.
+        """
+        self.producers = {}
+        for offset in reversed(self.snapshot_offsets()):
+            if offset > max_offset:
+                self.disk.remove(self._path(offset))
+                continue
+            if offset < min_offset:
+                break
+            try:
+                self.producers = self._read_snapshot(offset)
+                return offset
+            except (ValueError, struct.error) as exc:
+                logger.warning("ignoring producer state snapshot: %s", exc)
+                self.disk.remove(self._path(offset))
+        return None
+
+    def delete_snapshots(self) -> None:
+        for offset in self.snapshot_offsets():
+            self.disk.remove(self._path(offset))

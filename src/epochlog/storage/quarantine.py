@@ -1,0 +1,65 @@
+"""Keep aside what a truncation or a recovery removed (DESIGN §5, rule 5).
+
+Each removal becomes ``<partition dir>/quarantine/<name>.log`` holding the raw bytes as
+they were on disk, plus ``<name>.json`` saying which offsets and epochs they carried,
+why they were removed and when, so an operator can list them and re-produce them.
+"""
+
+from __future__ import annotations
+
+import json
+
+from epochlog.seams import Clock, Disk, FileHandle
+
+QUARANTINE_DIR = "quarantine"
+_COPY_CHUNK = 1 << 20
+
+
+class Quarantine:
+    def __init__(self, disk: Disk, clock: Clock, partition_dir: str) -> None:
+        self.disk = disk
+        self.clock = clock
+        self.directory = f"{partition_dir}/{QUARANTINE_DIR}"
+
+    def _free_stem(self, stem: str) -> str:
+        candidate, n = stem, 0
+        while self.disk.exists(f"{self.directory}/{candidate}.log"):
+            n += 1
+            candidate = f"{stem}.{n}"
+        return f"{self.directory}/{candidate}"
+
+    def keep(self, stem: str, sources: list[tuple[FileHandle, int, int]], description: dict) -> str:
+        """Copy the (file, position, size) ranges into one quarantine file; returns its path.
+
+        The copy is fsynced and described before the caller removes anything.
+        """
+        self.disk.makedirs(self.directory)
+        base = self._free_stem(stem)
+        out = self.disk.open(base + ".log")
+        try:
+            total = 0
+            for source, position, size in sources:
+                done = 0
+                while done < size:
+                    chunk = source.pread(min(_COPY_CHUNK, size - done), position + done)
+                    if not chunk:
+                        break
+                    out.append(chunk)
+                    done += len(chunk)
+                total += done
+            out.fsync()
+        finally:
+            out.close()
+        meta = dict(description, size=total, time_ms=self.clock.time_ms(), file=base + ".log")
+        self.disk.write_atomic(base + ".json", json.dumps(meta, indent=2).encode())
+        return base + ".log"
+
+    def list(self) -> list[dict]:
+        """Descriptions of everything quarantined in this partition, oldest name first."""
+        if not self.disk.exists(self.directory):
+            return []
+        return [
+            json.loads(self.disk.read_file(f"{self.directory}/{name}"))
+            for name in self.disk.listdir(self.directory)
+            if name.endswith(".json")
+        ]

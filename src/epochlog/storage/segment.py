@@ -1,0 +1,270 @@
+"""One segment of a partition's log: a ``.log`` file of batches plus its two indexes.
+
+Files are named by the segment's base offset, zero-padded to 20 digits, as Kafka does
+(``00000000000000000000.log``, ``.index``, ``.timeindex``). Batches are stored exactly
+as given; this class never looks inside one beyond its header.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from epochlog.protocol.batch import HEADER_SIZE, BatchHeader, read_header, validate_batch
+from epochlog.protocol.errors import KafkaError
+from epochlog.seams import Disk, FileHandle
+from epochlog.storage.index import IndexCorrupt, OffsetIndex, TimeIndex
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+NO_TIMESTAMP = -1
+
+logger = logging.getLogger("epochlog.storage")
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+def parse_segment_name(filename: str) -> int | None:
+    """The base offset of a ``.log`` file name, or None if it is not one."""
+    if not filename.endswith(LOG_SUFFIX):
+        return None
+    stem = filename[: -len(LOG_SUFFIX)]
+    return int(stem) if len(stem) == 20 and stem.isdigit() else None
+
+
+@dataclass(frozen=True, slots=True)
+class FileSlice:
+    """A byte range of a segment file, handed to the network for ``sendfile``."""
+
+    file: FileHandle
+    position: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class BadTail:
+    """Where recovery found the first batch it could not accept, and why."""
+
+    position: int
+    reason: str
+
+
+class LogSegment:
+    """Appends batches, keeps the sparse indexes, finds batches by offset or time."""
+
+    def __init__(
+        self,
+        disk: Disk,
+        directory: str,
+        base_offset: int,
+        index_interval_bytes: int,
+        created_ms: int,
+    ) -> None:
+        self.disk = disk
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.created_ms = created_ms
+        stem = f"{directory}/{segment_name(base_offset)}"
+        self.log_path = stem + LOG_SUFFIX
+        self.file: FileHandle = disk.open(self.log_path)
+        self.offset_index = OffsetIndex(disk, stem + INDEX_SUFFIX, base_offset)
+        self.time_index = TimeIndex(disk, stem + TIME_INDEX_SUFFIX, base_offset)
+        self.next_offset = base_offset
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = base_offset
+        self.first_batch_timestamp = NO_TIMESTAMP
+        self._bytes_since_index = 0
+
+    # -- loading -----------------------------------------------------------------------
+
+    def load_state(self) -> None:
+        """Derive next offset and max timestamp from the indexes plus a short tail scan.
+
+        Raises IndexCorrupt when an index fails its sanity check, so the caller rebuilds.
+        """
+        size = self.file.size()
+        self.offset_index.sanity_check(size)
+        self.time_index.sanity_check(size)
+        last_time = self.time_index.last_entry()
+        if last_time is not None:
+            self.max_timestamp, self.offset_of_max_timestamp = last_time
+        _, position = self.offset_index.lookup(1 << 62)
+        if position > size:
+            raise IndexCorrupt(f"{self.offset_index.path}: position {position} beyond log")
+        self._bytes_since_index = 0
+        for _, header in self.iter_headers(position):
+            self._observe(header)
+            self._bytes_since_index += header.size
+        first = self.first_header()
+        self.first_batch_timestamp = first.max_timestamp if first else NO_TIMESTAMP
+
+    def recover(self, on_batch: Callable[[int, BatchHeader], None]) -> BadTail | None:
+        """Re-validate every batch, rebuild both indexes, and report the first bad batch.
+
+        ``on_batch`` sees each valid batch (to rebuild epoch cache and producer state). The
+        caller cuts the file at the returned position; nothing is cut here.
+        """
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.next_offset = self.base_offset
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = self.base_offset
+        self.first_batch_timestamp = NO_TIMESTAMP
+        self._bytes_since_index = 0
+        position = 0
+        size = self.file.size()
+        while position < size:
+            head = self.file.pread(HEADER_SIZE, position)
+            try:
+                header = read_header(head)
+                if position + header.size > size:
+                    return BadTail(position, "batch cut short (torn write)")
+                validate_batch(self.file.pread(header.size, position))
+            except KafkaError as exc:
+                return BadTail(position, exc.message or exc.code.name)
+            if header.base_offset < self.next_offset:
+                return BadTail(position, f"offset {header.base_offset} goes backwards")
+            self._index_batch(position, header)
+            on_batch(position, header)
+            position += header.size
+        return None
+
+    # -- appending ---------------------------------------------------------------------
+
+    def append(self, data: bytes | bytearray | memoryview, headers: list[BatchHeader]) -> int:
+        """Write whole batches (already validated and patched); returns their position."""
+        start = self.file.size()
+        position = start
+        for header in headers:
+            self._index_batch(position, header)
+            position += header.size
+        written_at = self.file.append(data)
+        assert written_at == start
+        return start
+
+    def _index_batch(self, position: int, header: BatchHeader) -> None:
+        if self.first_batch_timestamp == NO_TIMESTAMP and position == 0:
+            self.first_batch_timestamp = header.max_timestamp
+        self._observe(header)
+        if self._bytes_since_index > self.index_interval_bytes:
+            self.offset_index.append(header.last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._bytes_since_index = 0
+        self._bytes_since_index += header.size
+
+    def _observe(self, header: BatchHeader) -> None:
+        self.next_offset = max(self.next_offset, header.next_offset)
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp = header.max_timestamp
+            self.offset_of_max_timestamp = header.last_offset
+
+    # -- reading -----------------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        return self.file.size()
+
+    def iter_headers(
+        self, position: int = 0, end: int | None = None
+    ) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of each batch from ``position``, reading only headers."""
+        limit = self.file.size() if end is None else end
+        while position + HEADER_SIZE <= limit:
+            header = read_header(self.file.pread(HEADER_SIZE, position))
+            if position + header.size > limit:
+                return
+            yield position, header
+            position += header.size
+
+    def first_header(self) -> BatchHeader | None:
+        for _, header in self.iter_headers(0):
+            return header
+        return None
+
+    def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
+        """The batch holding ``offset`` or the first one after it, by index then scan."""
+        _, position = self.offset_index.lookup(offset)
+        for found in self.iter_headers(position):
+            if found[1].last_offset >= offset:
+                return found
+        return None
+
+    def find_by_timestamp(self, timestamp: int) -> tuple[int, BatchHeader] | None:
+        """The first batch whose max timestamp is >= ``timestamp``."""
+        start_offset = self.time_index.lookup_before(timestamp)
+        _, position = self.offset_index.lookup(start_offset)
+        for found in self.iter_headers(position):
+            if found[1].max_timestamp >= timestamp:
+                return found
+        return None
+
+    def time_waited_for_roll(self, now_ms: int, incoming_timestamp: int | None) -> int:
+        """How long this segment has been open, in Kafka's sense (first batch timestamp)."""
+        if self.first_batch_timestamp >= 0:
+            reference = now_ms if incoming_timestamp is None else incoming_timestamp
+            return reference - self.first_batch_timestamp
+        return now_ms - self.created_ms
+
+    # -- changing ----------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove batches at and after ``offset`` (a batch boundary); returns bytes cut."""
+        found = self.find_batch(offset)
+        if found is None:
+            return 0
+        position = found[0]
+        removed = self.file.size() - position
+        self.cut_at(position)
+        return removed
+
+    def cut_at(self, position: int) -> None:
+        """Drop the file from ``position`` and the index entries that point past it."""
+        self.file.truncate(position)
+        keep = self.offset_index.entries_before_position(position)
+        self.offset_index.truncate_entries(keep)
+        cut_offset = self._next_offset_before(position)
+        self.time_index.truncate_to_offset(cut_offset)
+        self.next_offset = self.base_offset
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = self.base_offset
+        self.load_state()
+
+    def _next_offset_before(self, position: int) -> int:
+        next_offset = self.base_offset
+        keep = self.offset_index.entries_before_position(position)
+        start = self.offset_index.entry_at(keep - 1)[1] if keep else 0
+        for _, header in self.iter_headers(start, position):
+            next_offset = header.next_offset
+        return next_offset
+
+    def seal(self) -> None:
+        """No more appends: record the final max timestamp and free the in-memory index."""
+        if self.max_timestamp != NO_TIMESTAMP:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.flush()
+        self.offset_index.unload()
+        self.time_index.unload()
+
+    def activate(self) -> None:
+        self.offset_index.load()
+        self.time_index.load()
+
+    def flush(self) -> None:
+        self.file.fsync()
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        self.file.close()
+        self.offset_index.close()
+        self.time_index.close()
+
+    def delete(self) -> None:
+        self.close()
+        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+            if self.disk.exists(path):
+                self.disk.remove(path)

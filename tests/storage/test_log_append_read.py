@@ -1,0 +1,134 @@
+import struct
+
+import crc32c
+import pytest
+
+from epochlog.protocol.batch import read_header
+from epochlog.protocol.errors import ErrorCode, KafkaError
+from epochlog.protocol.records import iter_records
+from epochlog.storage.config import LogConfig
+
+from .conftest import batch
+
+
+def slice_bytes(result):
+    return b"".join(s.file.pread(s.size, s.position) for s in result.slices)
+
+
+def headers_of(data):
+    out, pos = [], 0
+    while pos < len(data):
+        h = read_header(data, pos)
+        out.append(h)
+        pos += h.size
+    return out
+
+
+def test_append_read_round_trip_patches_offsets_and_epochs(open_log):
+    log = open_log()
+    r1 = log.append_as_leader(batch(3), leader_epoch=0)
+    r2 = log.append_as_leader(batch(2), leader_epoch=4)
+    assert (r1.base_offset, r1.last_offset, r1.log_append_time) == (0, 2, -1)
+    assert (r2.base_offset, r2.last_offset) == (3, 4)
+    assert log.log_end_offset == 5
+    data = slice_bytes(log.read(0, 1 << 20))
+    hs = headers_of(data)
+    assert [(h.base_offset, h.partition_leader_epoch) for h in hs] == [(0, 0), (3, 4)]
+    assert [r.offset for r in iter_records(data[: hs[0].size])] == [0, 1, 2]
+    assert log.epoch_cache.entries() == [(0, 0), (4, 3)]
+
+
+def test_log_append_time_sets_timestamps_from_the_clock(open_log, clock):
+    log = open_log(LogConfig(message_timestamp_type="LogAppendTime"))
+    result = log.append_as_leader(batch(2, ts=5), leader_epoch=0)
+    assert result.log_append_time == clock.now_ms
+    data = slice_bytes(log.read(0, 1 << 20))
+    assert [r.timestamp for r in iter_records(data)] == [clock.now_ms] * 2
+
+
+def test_read_starts_at_the_batch_containing_the_offset(open_log):
+    log = open_log()
+    log.append_as_leader(batch(5), 0)
+    log.append_as_leader(batch(5), 0)
+    hs = headers_of(slice_bytes(log.read(7, 1 << 20)))
+    assert [h.base_offset for h in hs] == [5]
+    assert log.read(10, 1 << 20).slices == []
+
+
+def test_read_respects_max_offset(open_log):
+    log = open_log()
+    for _ in range(4):
+        log.append_as_leader(batch(2), 0)
+    hs = headers_of(slice_bytes(log.read(0, 1 << 20, max_offset=4)))
+    assert [h.base_offset for h in hs] == [0, 2]
+    hs = headers_of(slice_bytes(log.read(0, 1 << 20, max_offset=5)))
+    assert [h.base_offset for h in hs] == [0, 2, 4]
+    assert log.read(4, 1 << 20, max_offset=4).slices == []
+
+
+def test_read_respects_max_bytes_with_whole_batches_and_min_one_batch(open_log):
+    log = open_log()
+    for _ in range(4):
+        log.append_as_leader(batch(1, size=100), 0)
+    one = read_header(slice_bytes(log.read(0, 1 << 20))).size
+    assert log.read(0, 2 * one + 10).size == 2 * one
+    assert log.read(0, one - 1, min_one_batch=True).size == one
+    assert log.read(0, one - 1, min_one_batch=False).slices == []
+
+
+def test_read_outside_the_log_is_offset_out_of_range(open_log):
+    log = open_log()
+    log.append_as_leader(batch(2), 0)
+    for offset in (-1, 3):
+        with pytest.raises(KafkaError) as e:
+            log.read(offset, 100)
+        assert e.value.code == ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+def test_append_rejects_corrupt_oversized_and_inconsistent_batches(open_log):
+    log = open_log(LogConfig(max_message_bytes=200))
+    corrupt = batch(1)
+    corrupt[-1] ^= 0xFF
+    with pytest.raises(KafkaError) as e:
+        log.append_as_leader(corrupt, 0)
+    assert e.value.code == ErrorCode.CORRUPT_MESSAGE
+    with pytest.raises(KafkaError) as e:
+        log.append_as_leader(batch(1, size=300), 0)
+    assert e.value.code == ErrorCode.MESSAGE_TOO_LARGE
+    bad_count = batch(2)
+    struct.pack_into(">i", bad_count, 57, 3)  # records_count disagrees with the delta
+    struct.pack_into(">I", bad_count, 17, crc32c.crc32c(bytes(bad_count[21:])))
+    with pytest.raises(KafkaError) as e:
+        log.append_as_leader(bad_count, 0)
+    assert e.value.code == ErrorCode.INVALID_RECORD
+    assert log.log_end_offset == 0
+
+
+def test_append_as_follower_keeps_leader_offsets_and_learns_epochs(open_log):
+    log = open_log()
+    b = batch(3, base_offset=0, partition_leader_epoch=2)
+    log.append_as_follower(b)
+    b2 = batch(1, base_offset=3, partition_leader_epoch=5)
+    log.append_as_follower(b2)
+    assert log.log_end_offset == 4
+    assert log.epoch_cache.entries() == [(2, 0), (5, 3)]
+    with pytest.raises(KafkaError):
+        log.append_as_follower(batch(1, base_offset=1, partition_leader_epoch=5))
+
+
+def test_multi_batch_record_set_gets_consecutive_offsets(open_log):
+    log = open_log()
+    records = batch(2) + batch(3)
+    result = log.append_as_leader(records, 1)
+    assert (result.base_offset, result.last_offset) == (0, 4)
+    hs = headers_of(slice_bytes(log.read(0, 1 << 20)))
+    assert [h.base_offset for h in hs] == [0, 2]
+
+
+def test_earliest_latest_carry_epochs(open_log):
+    log = open_log()
+    log.append_as_leader(batch(2), 1)
+    log.append_as_leader(batch(2), 3)
+    assert (log.earliest().offset, log.earliest().leader_epoch) == (0, 1)
+    assert (log.latest().offset, log.latest().leader_epoch) == (4, 3)
+    assert log.end_offset_for_epoch(1) == (1, 2)
