@@ -108,12 +108,11 @@ def test_producer_fields() -> None:
     assert header.last_sequence == 18
 
 
-def test_none_timestamp_means_now() -> None:
-    import time
-
-    before = int(time.time() * 1000)
-    (rec,) = iter_records(build_batch([(b"k", b"v", [], None)]))
-    assert before <= rec.timestamp <= int(time.time() * 1000)
+def test_none_timestamp_means_the_callers_now() -> None:
+    (rec,) = iter_records(build_batch([(b"k", b"v", [], None)], now_ms=1_234))
+    assert rec.timestamp == 1_234
+    with pytest.raises(ValueError, match="now_ms"):
+        build_batch([(b"k", b"v", [], None)])
 
 
 def test_patched_batch_reports_patched_offset() -> None:

@@ -14,7 +14,6 @@ as a ``KafkaError``, never as an IndexError or similar.
 from __future__ import annotations
 
 import struct
-import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -318,16 +317,16 @@ def build_batch(
     partition_leader_epoch: int = -1,
     is_transactional: bool = False,
     timestamp_type_log_append: bool = False,
+    now_ms: int | None = None,
 ) -> bytes:
     """Encode records as one magic 2 batch with a correct CRC32C.
 
     ``records`` holds ``(key, value, headers, timestamp)`` tuples or objects with those
     attributes (``Record``); offsets are assigned 0..n-1 from ``base_offset``. A None
-    timestamp means now. Header keys may be str or bytes.
+    timestamp means ``now_ms`` (from the caller's Clock). Header keys may be str or bytes.
     """
     if not records:
         raise ValueError("a record batch needs at least one record")
-    now = None
     body = bytearray()
     write = body.extend
     enc = encode_varint
@@ -336,9 +335,9 @@ def build_batch(
     for index, rec in enumerate(records):
         key, value, headers, timestamp = _fields(rec)
         if timestamp is None:
-            if now is None:
-                now = int(time.time() * 1000)
-            timestamp = now
+            if now_ms is None:
+                raise ValueError("a record without a timestamp needs now_ms")
+            timestamp = now_ms
         if base_timestamp is None:
             base_timestamp = max_timestamp = timestamp
         elif timestamp > max_timestamp:
