@@ -110,6 +110,8 @@ class Random(Protocol):
 
     def randint(self, a: int, b: int) -> int: ...
 
+    def getrandbits(self, k: int) -> int: ...
+
 
 @dataclass(frozen=True)
 class Seams:

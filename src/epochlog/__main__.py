@@ -1,0 +1,3 @@
+from epochlog.cli.main import main
+
+raise SystemExit(main())

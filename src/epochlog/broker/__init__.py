@@ -1,0 +1,1 @@
+"""The broker: network server, request handlers, and the wiring between parts."""

@@ -1,0 +1,44 @@
+"""CreatePartitions: grow a topic's partition count."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.admin import CreatePartitionsResponse
+
+from epochlog.broker.responses import error_code
+from epochlog.protocol.apis import RequestFrame
+from epochlog.protocol.errors import ErrorCode, KafkaError
+
+
+def _grow(broker: Any, wanted: Any, validate_only: bool) -> Any:
+    result = CreatePartitionsResponse.CreatePartitionsTopicResult(
+        name=wanted.name, error_code=ErrorCode.NONE, error_message=None
+    )
+    try:
+        topic = broker.metadata_cache.topic(wanted.name)
+        if topic is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {wanted.name!r}")
+        current = len(topic.partitions)
+        if wanted.count <= current:
+            raise KafkaError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"topic {wanted.name!r} has {current} partitions; the new count must be larger",
+            )
+        if wanted.assignments:
+            broker.validate_assignments(
+                {current + i: list(a.broker_ids) for i, a in enumerate(wanted.assignments)}
+            )
+        if not validate_only:
+            broker.controller.create_partitions(wanted.name, wanted.count)
+    except Exception as exc:
+        result.error_code = error_code(exc)
+        result.error_message = exc.message if isinstance(exc, KafkaError) else None
+    return result
+
+
+async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+    return CreatePartitionsResponse(
+        throttle_time_ms=0,
+        results=[_grow(broker, t, bool(request.validate_only)) for t in request.topics],
+    )

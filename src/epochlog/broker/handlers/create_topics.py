@@ -1,0 +1,63 @@
+"""CreateTopics: validate each topic, then let the controller create it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.admin import CreateTopicsResponse
+
+from epochlog.broker.responses import error_code
+from epochlog.protocol.apis import RequestFrame
+from epochlog.protocol.errors import ErrorCode, KafkaError
+
+ZERO_UUID_INT = 0
+
+
+def _create_one(broker: Any, wanted: Any, validate_only: bool) -> Any:
+    result = CreateTopicsResponse.CreatableTopicResult(
+        name=wanted.name,
+        error_code=ErrorCode.NONE,
+        error_message=None,
+        num_partitions=-1,
+        replication_factor=-1,
+        configs=None,
+    )
+    try:
+        configs = {c.name: c.value for c in wanted.configs if c.value is not None}
+        if wanted.assignments:
+            num_partitions = len(wanted.assignments)
+            replication_factor = len(wanted.assignments[0].broker_ids)
+            broker.validate_assignments(
+                {a.partition_index: list(a.broker_ids) for a in wanted.assignments}
+            )
+        else:
+            num_partitions = wanted.num_partitions
+            if num_partitions == -1:
+                num_partitions = broker.config.get_int("num.partitions")
+            replication_factor = wanted.replication_factor
+            if replication_factor == -1:
+                replication_factor = broker.config.get_int("default.replication.factor")
+        broker.validate_topic_configs(configs)
+        if validate_only:
+            broker.controller.validate_new_topic(
+                wanted.name, num_partitions, replication_factor, len(broker.metadata_cache.brokers)
+            )
+        else:
+            topic = broker.controller.create_topic(
+                wanted.name, num_partitions, replication_factor, configs
+            )
+            result.topic_id = topic.topic_id
+        result.num_partitions = num_partitions
+        result.replication_factor = replication_factor
+    except Exception as exc:
+        result.error_code = error_code(exc)
+        result.error_message = exc.message if isinstance(exc, KafkaError) else None
+    return result
+
+
+async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+    validate_only = bool(request.validate_only) if version >= 1 else False
+    return CreateTopicsResponse(
+        throttle_time_ms=0,
+        topics=[_create_one(broker, t, validate_only) for t in request.topics],
+    )

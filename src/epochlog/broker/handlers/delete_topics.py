@@ -1,0 +1,45 @@
+"""DeleteTopics: by name (all versions) or by topic ID (v6+)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kafka.protocol.admin import DeleteTopicsResponse
+
+from epochlog.broker.responses import error_code
+from epochlog.protocol.apis import RequestFrame
+from epochlog.protocol.errors import ErrorCode, KafkaError
+
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def _delete_one(broker: Any, name: str | None, topic_id: uuid.UUID) -> Any:
+    result = DeleteTopicsResponse.DeletableTopicResult(
+        name=name, topic_id=topic_id, error_code=ErrorCode.NONE, error_message=None
+    )
+    try:
+        if not broker.config.get_bool("delete.topic.enable"):
+            raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
+        if name is None:
+            name = broker.metadata_cache.topic_name(topic_id)
+            if name is None:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID, str(topic_id))
+            result.name = name
+        topic = broker.controller.delete_topic(name)
+        result.topic_id = topic.topic_id
+    except Exception as exc:
+        result.error_code = error_code(exc)
+        result.error_message = exc.message if isinstance(exc, KafkaError) else None
+    return result
+
+
+async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+    if version >= 6:
+        wanted = [(t.name, t.topic_id or ZERO_UUID) for t in request.topics]
+    else:
+        wanted = [(name, ZERO_UUID) for name in request.topic_names]
+    return DeleteTopicsResponse(
+        throttle_time_ms=0,
+        responses=[_delete_one(broker, name, topic_id) for name, topic_id in wanted],
+    )

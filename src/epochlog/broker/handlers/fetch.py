@@ -1,0 +1,123 @@
+"""Fetch: read record batches up to the high watermark, after KIP-320's checks
+(CurrentLeaderEpoch from v9, LastFetchedEpoch → DivergingEpoch from v12)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from epochlog.broker.responses import RawResponse, error_code
+from epochlog.protocol.apis import RequestFrame
+from epochlog.protocol.errors import ErrorCode, KafkaError
+from epochlog.protocol.fetch_response import PartitionData, TopicData, encode_fetch_response
+
+READ_COMMITTED = 1
+NO_EPOCH = -1
+
+
+class _Budget:
+    """What remains of the response's max_bytes, and whether a batch was read yet."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.remaining = max_bytes
+        self.read_any = False
+        self.total = 0
+
+
+def _read_partition(
+    broker: Any, topic: str, fetch: Any, version: int, isolation: int, budget: _Budget
+) -> PartitionData:
+    result = PartitionData(fetch.partition)
+    try:
+        partition = broker.replica_manager.partition(topic, fetch.partition)
+    except KafkaError as exc:
+        result.error_code = exc.code
+        return result
+    try:
+        partition.check_leader(fetch.current_leader_epoch if version >= 9 else NO_EPOCH)
+        log = partition.log
+        high_watermark = partition.high_watermark
+        result.high_watermark = high_watermark
+        result.last_stable_offset = partition.last_stable_offset()
+        result.log_start_offset = log.log_start_offset
+        if isolation == READ_COMMITTED:
+            result.aborted_transactions = []
+        if version >= 12 and fetch.last_fetched_epoch >= 0:
+            epoch, end_offset = log.epoch_cache.end_offset_for(
+                fetch.last_fetched_epoch, log.log_end_offset
+            )
+            if epoch < fetch.last_fetched_epoch or end_offset < fetch.fetch_offset:
+                result.diverging_epoch = (epoch, end_offset)
+                return result
+        max_bytes = min(fetch.partition_max_bytes, budget.remaining)
+        read = log.read(
+            fetch.fetch_offset,
+            max_bytes,
+            max_offset=high_watermark,
+            min_one_batch=not budget.read_any,
+        )
+    except Exception as exc:
+        result.error_code = error_code(exc)
+        if version >= 12 and exc_is_leadership(result.error_code):
+            result.current_leader = (partition.state.leader, partition.leader_epoch)
+        return result
+    if read.slices:
+        size = sum(s.size for s in read.slices)
+        result.records = list(read.slices)
+        budget.read_any = True
+        budget.remaining = max(0, budget.remaining - size)
+        budget.total += size
+    return result
+
+
+def exc_is_leadership(code: ErrorCode) -> bool:
+    return code in (
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+    )
+
+
+def _read_all(broker: Any, request: Any, version: int) -> tuple[list[TopicData], _Budget, bool]:
+    budget = _Budget(request.max_bytes if version >= 3 else 1 << 31)
+    topics: list[TopicData] = []
+    any_error = False
+    cache = broker.metadata_cache
+    for fetch_topic in request.topics:
+        if version >= 13:
+            topic_id = fetch_topic.topic_id
+            name = cache.topic_name(topic_id)
+        else:
+            name = fetch_topic.topic
+            meta = cache.topic(name)
+            topic_id = meta.topic_id if meta else uuid.UUID(int=0)
+        partitions = []
+        for fetch in fetch_topic.partitions:
+            if name is None:
+                partitions.append(PartitionData(fetch.partition, ErrorCode.UNKNOWN_TOPIC_ID))
+            else:
+                partitions.append(
+                    _read_partition(broker, name, fetch, version, request.isolation_level, budget)
+                )
+            last = partitions[-1]
+            any_error |= last.error_code != 0 or last.diverging_epoch is not None
+        topics.append(TopicData(name or "", topic_id, partitions))
+    return topics, budget, any_error
+
+
+async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+    if version >= 7 and request.session_id != 0:
+        # Incremental fetch sessions (KIP-227) are not offered: session id 0 in every
+        # answer tells clients to keep sending full requests.
+        return RawResponse(
+            encode_fetch_response(version, [], error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+        )
+    clock = broker.seams.clock
+    deadline = clock.monotonic() + max(0, request.max_wait_ms) / 1000
+    while True:
+        topics, budget, any_error = _read_all(broker, request, version)
+        remaining = deadline - clock.monotonic()
+        if budget.total >= request.min_bytes or any_error or remaining <= 0:
+            break
+        await broker.replica_manager.wait_for_data(remaining)
+    return RawResponse(encode_fetch_response(version, topics))

@@ -1,0 +1,68 @@
+"""ListOffsets: earliest, latest, by timestamp and max timestamp, with the leader epoch
+of the answer (v4+), fenced by CurrentLeaderEpoch and held back per KIP-207."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.consumer import ListOffsetsResponse
+
+from epochlog.broker.responses import error_code
+from epochlog.protocol.apis import RequestFrame
+from epochlog.protocol.errors import ErrorCode, KafkaError
+from epochlog.replication.monotonic_list_offsets import offsets_available
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+NO_TIMESTAMP = -1
+
+
+def _lookup(partition: Any, timestamp: int) -> tuple[int, int, int]:
+    """(timestamp, offset, leader_epoch) visible to clients, i.e. below the high watermark."""
+    log = partition.log
+    if timestamp == LATEST:
+        return NO_TIMESTAMP, partition.high_watermark, partition.leader_epoch
+    if timestamp == EARLIEST:
+        start = log.log_start_offset
+        return NO_TIMESTAMP, start, log.epoch_cache.epoch_for_offset(start)
+    found = log.max_timestamp() if timestamp == MAX_TIMESTAMP else log.offset_for_timestamp(
+        timestamp
+    )
+    if found is None or found.offset >= partition.high_watermark:
+        return NO_TIMESTAMP, -1, -1
+    return found.timestamp, found.offset, found.leader_epoch
+
+
+def _list_one(broker: Any, request: Any, topic: str, wanted: Any, version: int) -> Any:
+    answer = ListOffsetsResponse.ListOffsetsPartitionResponse(
+        partition_index=wanted.partition_index,
+        error_code=ErrorCode.NONE,
+        timestamp=NO_TIMESTAMP,
+        offset=-1,
+        leader_epoch=-1,
+    )
+    try:
+        partition = broker.replica_manager.partition(topic, wanted.partition_index)
+        partition.check_leader(wanted.current_leader_epoch if version >= 4 else -1)
+        if not offsets_available(partition, request.replica_id):
+            raise KafkaError(ErrorCode.OFFSET_NOT_AVAILABLE, f"{topic}-{wanted.partition_index}")
+        if wanted.timestamp < MAX_TIMESTAMP or (wanted.timestamp == MAX_TIMESTAMP and version < 7):
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"timestamp {wanted.timestamp}")
+        answer.timestamp, answer.offset, answer.leader_epoch = _lookup(partition, wanted.timestamp)
+    except Exception as exc:
+        answer.error_code = error_code(exc)
+    return answer
+
+
+async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+    topics = [
+        ListOffsetsResponse.ListOffsetsTopicResponse(
+            name=topic.name,
+            partitions=[
+                _list_one(broker, request, topic.name, p, version) for p in topic.partitions
+            ],
+        )
+        for topic in request.topics
+    ]
+    return ListOffsetsResponse(throttle_time_ms=0, topics=topics)

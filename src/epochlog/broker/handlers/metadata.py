@@ -1,0 +1,88 @@
+"""Metadata: brokers, topics, and per partition the leader and its epoch (KIP-320
+from v7) and the topic ID (KIP-232's identity of a re-created topic, from v10)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kafka.protocol.metadata import MetadataResponse
+
+from epochlog.broker.metadata_cache import TopicMetadata
+from epochlog.protocol.apis import RequestFrame
+from epochlog.protocol.errors import ErrorCode
+
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def _topic_entry(topic: TopicMetadata, version: int) -> Any:
+    partitions = [
+        MetadataResponse.MetadataResponsePartition(
+            error_code=ErrorCode.NONE,
+            partition_index=index,
+            leader_id=state.leader,
+            leader_epoch=state.leader_epoch,
+            replica_nodes=list(state.replicas),
+            isr_nodes=list(state.isr),
+            offline_replicas=list(state.offline_replicas),
+        )
+        for index, state in sorted(topic.partitions.items())
+    ]
+    return MetadataResponse.MetadataResponseTopic(
+        error_code=ErrorCode.NONE,
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=topic.is_internal,
+        partitions=partitions,
+        topic_authorized_operations=-2147483648,
+    )
+
+
+def _error_entry(name: str | None, topic_id: uuid.UUID, code: ErrorCode) -> Any:
+    return MetadataResponse.MetadataResponseTopic(
+        error_code=code,
+        name=name,
+        topic_id=topic_id,
+        is_internal=False,
+        partitions=[],
+        topic_authorized_operations=-2147483648,
+    )
+
+
+async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+    cache = broker.metadata_cache
+    # v0 asks for every topic with an empty list; later versions with null.
+    wants_all = request.topics is None or (version == 0 and not request.topics)
+    auto_create = version < 4 or bool(request.allow_auto_topic_creation)
+    entries = []
+    if wants_all:
+        entries = [_topic_entry(t, version) for t in cache.topics()]
+    else:
+        for wanted in request.topics:
+            name = wanted.name
+            if version >= 10 and wanted.topic_id not in (None, ZERO_UUID):
+                name = cache.topic_name(wanted.topic_id)
+                if name is None:
+                    entries.append(_error_entry(None, wanted.topic_id, ErrorCode.UNKNOWN_TOPIC_ID))
+                    continue
+            topic = cache.topic(name)
+            if topic is None:
+                topic, code = broker.auto_create_topic(name, auto_create)
+                if topic is None:
+                    entries.append(_error_entry(name, ZERO_UUID, code))
+                    continue
+            entries.append(_topic_entry(topic, version))
+    brokers = [
+        MetadataResponse.MetadataResponseBroker(
+            node_id=b.node_id, host=b.host, port=b.port, rack=b.rack
+        )
+        for b in cache.brokers.values()
+    ]
+    return MetadataResponse(
+        throttle_time_ms=0,
+        brokers=brokers,
+        cluster_id=cache.cluster_id,
+        controller_id=cache.controller_id,
+        topics=entries,
+        cluster_authorized_operations=-2147483648,
+    )

@@ -1,0 +1,49 @@
+"""OffsetsForLeaderEpoch: where an epoch ended in this log, from the leader-epoch cache.
+Followers and KIP-320 consumers use it to find the exact point where logs diverged."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.consumer import OffsetForLeaderEpochResponse
+
+from epochlog.broker.responses import error_code
+from epochlog.protocol.apis import RequestFrame
+from epochlog.protocol.errors import ErrorCode
+
+CONSUMER_REPLICA_ID = -1
+DEBUGGING_REPLICA_ID = -2
+
+
+def _end_offset(broker: Any, replica_id: int, topic: str, wanted: Any, version: int) -> Any:
+    answer = OffsetForLeaderEpochResponse.EpochEndOffset(
+        error_code=ErrorCode.NONE, partition=wanted.partition, leader_epoch=-1, end_offset=-1
+    )
+    try:
+        partition = broker.replica_manager.partition(topic, wanted.partition)
+        # Consumers must ask the leader; a replica may answer another replica.
+        partition.check_leader(
+            wanted.current_leader_epoch if version >= 2 else -1,
+            require_leader=replica_id in (CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID),
+        )
+        log = partition.log
+        answer.leader_epoch, answer.end_offset = log.epoch_cache.end_offset_for(
+            wanted.leader_epoch, log.log_end_offset
+        )
+    except Exception as exc:
+        answer.error_code = error_code(exc)
+    return answer
+
+
+async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+    replica_id = request.replica_id if version >= 3 else CONSUMER_REPLICA_ID
+    topics = [
+        OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult(
+            topic=topic.topic,
+            partitions=[
+                _end_offset(broker, replica_id, topic.topic, p, version) for p in topic.partitions
+            ],
+        )
+        for topic in request.topics
+    ]
+    return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)

@@ -1,0 +1,109 @@
+"""The cluster as this broker last learnt it: brokers, topics, partition leadership.
+
+Metadata answers come from here; it may lag the controller (the KIP-232 situation).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass, field
+
+from epochlog.replication.partition import PartitionState
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+
+def topic_name_error(name: str) -> str | None:
+    """Kafka's rule for topic names, or None if the name is legal."""
+    if name in (".", ".."):
+        return f"topic name {name!r} is illegal"
+    if not _LEGAL_TOPIC.match(name):
+        return (
+            f"topic name {name!r} is illegal: up to 249 characters of ASCII alphanumerics,"
+            " '.', '_' and '-'"
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class BrokerEndpoint:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass
+class TopicMetadata:
+    name: str
+    topic_id: uuid.UUID
+    partitions: dict[int, PartitionState]
+    configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def is_internal(self) -> bool:
+        return self.name in INTERNAL_TOPICS
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "topic_id": str(self.topic_id),
+            "configs": self.configs,
+            "partitions": {
+                str(index): {
+                    "leader": p.leader,
+                    "leader_epoch": p.leader_epoch,
+                    "replicas": p.replicas,
+                    "isr": p.isr,
+                    "offline_replicas": p.offline_replicas,
+                }
+                for index, p in self.partitions.items()
+            },
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> TopicMetadata:
+        return cls(
+            name=data["name"],
+            topic_id=uuid.UUID(data["topic_id"]),
+            configs=dict(data.get("configs", {})),
+            partitions={
+                int(index): PartitionState(
+                    leader=p["leader"],
+                    leader_epoch=p["leader_epoch"],
+                    replicas=list(p["replicas"]),
+                    isr=list(p["isr"]),
+                    offline_replicas=list(p.get("offline_replicas", [])),
+                )
+                for index, p in data["partitions"].items()
+            },
+        )
+
+
+class MetadataCache:
+    def __init__(self, cluster_id: str) -> None:
+        self.cluster_id = cluster_id
+        self.controller_id = -1
+        self.brokers: dict[int, BrokerEndpoint] = {}
+        self._topics: dict[str, TopicMetadata] = {}
+        self._topic_names_by_id: dict[uuid.UUID, str] = {}
+
+    def update_topic(self, topic: TopicMetadata) -> None:
+        self._topics[topic.name] = topic
+        self._topic_names_by_id[topic.topic_id] = topic.name
+
+    def remove_topic(self, name: str) -> None:
+        topic = self._topics.pop(name, None)
+        if topic is not None:
+            self._topic_names_by_id.pop(topic.topic_id, None)
+
+    def topic(self, name: str) -> TopicMetadata | None:
+        return self._topics.get(name)
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        return self._topic_names_by_id.get(topic_id)
+
+    def topics(self) -> list[TopicMetadata]:
+        return list(self._topics.values())

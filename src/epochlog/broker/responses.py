@@ -1,0 +1,31 @@
+"""What handlers answer besides plain response messages."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from epochlog.protocol.errors import ErrorCode, KafkaError
+from epochlog.protocol.fetch_response import Part, part_size
+
+log = logging.getLogger("epochlog.server")
+
+
+@dataclass
+class RawResponse:
+    """A body encoded by its handler: bytes, and file ranges (``file``, ``position``,
+    ``size``) that are sent without copying."""
+
+    parts: list[Part]
+
+    @property
+    def size(self) -> int:
+        return sum(part_size(p) for p in self.parts)
+
+
+def error_code(exc: BaseException) -> ErrorCode:
+    """The wire error for an exception met while serving one partition or resource."""
+    if isinstance(exc, KafkaError):
+        return exc.code
+    log.exception("internal error", exc_info=exc)
+    return ErrorCode.UNKNOWN_SERVER_ERROR

@@ -1,0 +1,135 @@
+"""The network front of a broker: frames in, one request at a time per connection,
+responses out in order (Kafka mutes a connection while its request is handled)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from epochlog.broker.handlers.api_versions import unsupported_version_answer
+from epochlog.broker.responses import RawResponse
+from epochlog.protocol.apis import (
+    SUPPORTED,
+    ApiKey,
+    RequestFrame,
+    decode_request_header,
+    encode_response,
+    encode_response_header,
+    peek_header,
+)
+from epochlog.protocol.errors import KafkaError
+from epochlog.seams import Connection
+
+log = logging.getLogger("epochlog.server")
+
+
+class ProtocolViolation(Exception):
+    """The peer sent something that is not a request we can answer: close the connection."""
+
+
+Handler = Callable[[Any, Any, int, RequestFrame], Awaitable[Any]]
+
+
+class RequestChannel:
+    """Decodes one frame, runs its handler, and sends what it answers."""
+
+    def __init__(self, handlers: dict[int, Handler], context: Any) -> None:
+        self._handlers = handlers
+        self._context = context
+
+    async def handle(self, frame: bytes, conn: Connection) -> None:
+        api_key, version, correlation_id = _peek(frame)
+        spec = SUPPORTED.get(api_key)
+        if spec is None:
+            raise ProtocolViolation(f"unknown API key {api_key}")
+        if not spec.min_version <= version <= spec.max_version:
+            if api_key == ApiKey.API_VERSIONS:
+                conn.writelines(unsupported_version_answer(correlation_id))
+                return
+            raise ProtocolViolation(f"{spec.name} v{version} is not supported")
+        try:
+            request = decode_request_header(frame, spec.is_flexible(version))
+            body = spec.request.decode(request.body, version=version)
+        except Exception as exc:  # the library raises many kinds on malformed input
+            raise ProtocolViolation(f"malformed {spec.name} v{version}: {exc!r}") from exc
+        response = await self._handlers[api_key](self._context, body, version, request)
+        if response is None:
+            return
+        if isinstance(response, RawResponse):
+            flexible = spec.is_flexible(version)
+            header = encode_response_header(correlation_id, flexible)
+            await _send_raw(conn, header, response)
+        else:
+            conn.writelines(encode_response(spec, version, correlation_id, response))
+
+
+def _peek(frame: bytes) -> tuple[int, int, int]:
+    try:
+        return peek_header(frame)
+    except KafkaError as exc:
+        raise ProtocolViolation(str(exc)) from exc
+
+
+async def _send_raw(conn: Connection, header: bytes, response: RawResponse) -> None:
+    pending: list[bytes | bytearray | memoryview] = [
+        struct.pack(">i", len(header) + response.size),
+        header,
+    ]
+    for part in response.parts:
+        if not isinstance(part, bytes | bytearray | memoryview):
+            conn.writelines(pending)
+            pending = []
+            await conn.send_file(part.file, part.position, part.size)
+        else:
+            pending.append(part)
+    if pending:
+        conn.writelines(pending)
+
+
+class ConnectionLoop:
+    """Reads size-prefixed frames from one connection until it closes or misbehaves."""
+
+    def __init__(
+        self, channel: RequestChannel, max_request_bytes: int, idle_timeout_s: float
+    ) -> None:
+        self._channel = channel
+        self._max_request_bytes = max_request_bytes
+        self._idle_timeout_s = idle_timeout_s
+        self.open_connections: set[Connection] = set()
+
+    async def serve(self, conn: Connection) -> None:
+        self.open_connections.add(conn)
+        try:
+            while True:
+                try:
+                    size_bytes = await asyncio.wait_for(
+                        conn.read_exactly(4), self._idle_timeout_s
+                    )
+                except TimeoutError:
+                    log.info("closing idle connection from %s", conn.peer)
+                    return
+                (size,) = struct.unpack(">i", size_bytes)
+                if size < 0 or size > self._max_request_bytes:
+                    log.warning(
+                        "closing connection from %s: request of %d bytes exceeds"
+                        " socket.request.max.bytes=%d",
+                        conn.peer,
+                        size,
+                        self._max_request_bytes,
+                    )
+                    return
+                frame = await conn.read_exactly(size)
+                await self._channel.handle(frame, conn)
+                await conn.drain()
+        except ProtocolViolation as exc:
+            log.warning("closing connection from %s: %s", conn.peer, exc)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        except Exception:
+            log.exception("closing connection from %s after an internal error", conn.peer)
+        finally:
+            self.open_connections.discard(conn)
+            conn.close()

@@ -1,0 +1,1 @@
+"""epochlog's own Kafka client (grows into producer, consumer and admin)."""

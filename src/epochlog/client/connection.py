@@ -1,0 +1,85 @@
+"""One connection to one broker: framed requests out, responses matched back by
+correlation id. The consumer, producer, admin, replica fetcher and controller all
+talk to brokers through this class (DESIGN §2)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import struct
+from typing import Any
+
+from epochlog.protocol.apis import SUPPORTED, ApiSpec, frame
+from epochlog.seams import Connection, Network
+
+_SIZE = struct.Struct(">i")
+_CORRELATION = struct.Struct(">i")
+
+
+class BrokerConnection:
+    def __init__(self, conn: Connection, client_id: str = "epochlog") -> None:
+        self._conn = conn
+        self._client_id = client_id
+        self._next_correlation_id = 0
+        self._pending: dict[int, tuple[ApiSpec, int, asyncio.Future[Any]]] = {}
+        self._reader = asyncio.get_running_loop().create_task(self._read_loop())
+        self._closed: BaseException | None = None
+
+    @classmethod
+    async def open(
+        cls, network: Network, host: str, port: int, client_id: str = "epochlog"
+    ) -> BrokerConnection:
+        return cls(await network.connect(host, port), client_id)
+
+    async def send(self, request: Any, version: int, expect_response: bool = True) -> Any:
+        """Send a request at ``version`` and wait for its decoded response."""
+        if self._closed is not None:
+            raise ConnectionError(f"connection closed: {self._closed}")
+        spec = SUPPORTED[request.API_KEY]
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
+        request.with_header(correlation_id=correlation_id, client_id=self._client_id)
+        payload = request.encode(version=version, header=True)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        if expect_response:
+            self._pending[correlation_id] = (spec, version, future)
+        self._conn.writelines(frame(payload))
+        await self._conn.drain()
+        if not expect_response:
+            return None
+        return await future
+
+    async def _read_loop(self) -> None:
+        try:
+            while True:
+                (size,) = _SIZE.unpack(await self._conn.read_exactly(4))
+                data = await self._conn.read_exactly(size)
+                (correlation_id,) = _CORRELATION.unpack_from(data, 0)
+                entry = self._pending.pop(correlation_id, None)
+                if entry is None:
+                    raise ConnectionError(f"response to unknown correlation id {correlation_id}")
+                spec, version, future = entry
+                try:
+                    response = spec.response.decode(data, version=version, header=True)
+                except Exception as exc:
+                    future.set_exception(exc)
+                else:
+                    future.set_result(response)
+        except (asyncio.IncompleteReadError, ConnectionError, OSError) as exc:
+            self._fail(exc)
+        except asyncio.CancelledError:
+            self._fail(ConnectionError("connection closed"))
+            raise
+
+    def _fail(self, exc: BaseException) -> None:
+        self._closed = exc
+        pending, self._pending = self._pending, {}
+        for _, _, future in pending.values():
+            if not future.done():
+                future.set_exception(ConnectionError(f"connection lost: {exc}"))
+
+    async def close(self) -> None:
+        self._conn.close()
+        self._reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._reader

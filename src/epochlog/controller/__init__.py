@@ -1,0 +1,1 @@
+"""Topic and partition lifecycle decisions: creation, deletion, leadership."""

@@ -1,0 +1,1 @@
+"""Partition state on a broker: leadership, leader epochs, high watermark, fencing."""

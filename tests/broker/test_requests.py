@@ -1,0 +1,294 @@
+"""Request handling of one in-process broker, spoken to over a real loopback socket."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from kafka.protocol.admin import CreateTopicsRequest, DeleteTopicsRequest
+from kafka.protocol.consumer import (
+    FetchRequest,
+    ListOffsetsRequest,
+    OffsetForLeaderEpochRequest,
+)
+from kafka.protocol.metadata import ApiVersionsRequest
+from kafka.protocol.producer import InitProducerIdRequest
+
+from epochlog.protocol.apis import SUPPORTED
+from epochlog.protocol.errors import ErrorCode
+from epochlog.protocol.records import iter_records
+from inprocess_broker import (
+    batch,
+    connect,
+    create_topic_via_metadata,
+    produce,
+    run,
+    running_broker,
+)
+
+
+def fetch_request(topic: str, offset: int, *, current_epoch: int = -1, last_epoch: int = -1,
+                  max_wait_ms: int = 0) -> FetchRequest:
+    return FetchRequest(
+        replica_id=-1,
+        max_wait_ms=max_wait_ms,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[
+            FetchRequest.FetchTopic(
+                topic=topic,
+                partitions=[
+                    FetchRequest.FetchTopic.FetchPartition(
+                        partition=0,
+                        current_leader_epoch=current_epoch,
+                        fetch_offset=offset,
+                        last_fetched_epoch=last_epoch,
+                        log_start_offset=-1,
+                        partition_max_bytes=1 << 20,
+                    )
+                ],
+            )
+        ],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
+
+
+def list_offsets_request(topic: str, timestamp: int, current_epoch: int = -1) -> ListOffsetsRequest:
+    return ListOffsetsRequest(
+        replica_id=-1,
+        isolation_level=0,
+        topics=[
+            ListOffsetsRequest.ListOffsetsTopic(
+                name=topic,
+                partitions=[
+                    ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
+                        partition_index=0, current_leader_epoch=current_epoch, timestamp=timestamp
+                    )
+                ],
+            )
+        ],
+    )
+
+
+def test_api_versions_advertises_exactly_the_implemented_table(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path) as broker:
+            conn = await connect(broker)
+            response = await conn.send(
+                ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3
+            )
+            advertised = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+            assert advertised == {
+                s.key: (s.min_version, s.max_version) for s in SUPPORTED.values()
+            }
+            await conn.close()
+
+    run(scenario)
+
+
+def test_produce_then_fetch_returns_batches_with_offsets_and_leader_epoch(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path) as broker:
+            conn = await connect(broker)
+            meta = await create_topic_via_metadata(conn, "t")
+            (topic,) = meta.topics
+            assert topic.error_code == 0 and topic.partitions[0].leader_epoch == 0
+            first = await produce(conn, "t", batch([b"a", b"b"]))
+            second = await produce(conn, "t", batch([b"c"]))
+            assert (first.error_code, first.base_offset) == (0, 0)
+            assert (second.error_code, second.base_offset) == (0, 2)
+            response = await conn.send(fetch_request("t", 0), 12)
+            part = response.responses[0].partitions[0]
+            assert part.error_code == 0 and part.high_watermark == 3
+            records = bytes(part.records)
+            values = []
+            pos = 0
+            while pos < len(records):
+                size = int.from_bytes(records[pos + 8 : pos + 12], "big") + 12
+                assert int.from_bytes(records[pos + 12 : pos + 16], "big", signed=True) == 0
+                values += [(r.offset, r.value) for r in iter_records(records[pos : pos + size])]
+                pos += size
+            assert values == [(0, b"a"), (1, b"b"), (2, b"c")]
+            await conn.close()
+
+    run(scenario)
+
+
+def test_fetch_fences_older_and_newer_current_leader_epochs(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path) as broker:
+            conn = await connect(broker)
+            await create_topic_via_metadata(conn, "t")
+            await produce(conn, "t", batch([b"a"]))
+            broker.replica_manager.partition("t", 0).become_leader(
+                broker.replica_manager.partition("t", 0).state.__class__(
+                    leader=0, leader_epoch=3, replicas=[0], isr=[0]
+                )
+            )
+            codes = {}
+            for epoch in (-1, 2, 3, 4):
+                response = await conn.send(fetch_request("t", 0, current_epoch=epoch), 12)
+                codes[epoch] = response.responses[0].partitions[0].error_code
+            assert codes == {
+                -1: 0,
+                2: ErrorCode.FENCED_LEADER_EPOCH,
+                3: 0,
+                4: ErrorCode.UNKNOWN_LEADER_EPOCH,
+            }
+            await conn.close()
+
+    run(scenario)
+
+
+def test_fetch_v12_reports_diverging_epoch_from_last_fetched_epoch(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path) as broker:
+            conn = await connect(broker)
+            await create_topic_via_metadata(conn, "t")
+            await produce(conn, "t", batch([b"a", b"b"]))  # epoch 0: offsets 0-1
+            partition = broker.replica_manager.partition("t", 0)
+            partition.become_leader(
+                partition.state.__class__(leader=0, leader_epoch=2, replicas=[0], isr=[0])
+            )
+            await produce(conn, "t", batch([b"c"]))  # epoch 2: offset 2
+            # A reader that saw epoch 1 up to offset 3 diverged: epoch 1 never existed here.
+            response = await conn.send(fetch_request("t", 3, last_epoch=1), 12)
+            part = response.responses[0].partitions[0]
+            assert part.error_code == 0
+            assert (part.diverging_epoch.epoch, part.diverging_epoch.end_offset) == (0, 2)
+            assert not part.records
+            # A reader consistent with the log reads on.
+            response = await conn.send(fetch_request("t", 2, last_epoch=0), 12)
+            part = response.responses[0].partitions[0]
+            assert part.diverging_epoch.epoch == -1 and part.records
+            await conn.close()
+
+    run(scenario)
+
+
+def test_list_offsets_earliest_latest_timestamp_and_max(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path) as broker:
+            conn = await connect(broker)
+            await create_topic_via_metadata(conn, "t")
+            await produce(conn, "t", batch([b"a", b"b", b"c"], timestamp=1000))
+            answers = {}
+            for ts in (-2, -1, 1001, -3, 5000):
+                response = await conn.send(list_offsets_request("t", ts), 7)
+                p = response.topics[0].partitions[0]
+                answers[ts] = (p.error_code, p.offset, p.timestamp, p.leader_epoch)
+            assert answers == {
+                -2: (0, 0, -1, 0),
+                -1: (0, 3, -1, 0),
+                1001: (0, 1, 1001, 0),
+                -3: (0, 2, 1002, 0),
+                5000: (0, -1, -1, -1),
+            }
+            fenced = await conn.send(list_offsets_request("t", -1, current_epoch=5), 7)
+            assert fenced.topics[0].partitions[0].error_code == ErrorCode.UNKNOWN_LEADER_EPOCH
+            await conn.close()
+
+    run(scenario)
+
+
+def test_offset_for_leader_epoch_answers_from_epoch_cache(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path) as broker:
+            conn = await connect(broker)
+            await create_topic_via_metadata(conn, "t")
+            await produce(conn, "t", batch([b"a", b"b"]))
+            partition = broker.replica_manager.partition("t", 0)
+            partition.become_leader(
+                partition.state.__class__(leader=0, leader_epoch=1, replicas=[0], isr=[0])
+            )
+            await produce(conn, "t", batch([b"c"]))
+
+            def request(epoch: int) -> OffsetForLeaderEpochRequest:
+                return OffsetForLeaderEpochRequest(
+                    replica_id=-1,
+                    topics=[
+                        OffsetForLeaderEpochRequest.OffsetForLeaderTopic(
+                            topic="t",
+                            partitions=[
+                                OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition(
+                                    partition=0, current_leader_epoch=1, leader_epoch=epoch
+                                )
+                            ],
+                        )
+                    ],
+                )
+
+            answers = {}
+            for epoch in (0, 1):
+                for version in (2, 3, 4):
+                    response = await conn.send(request(epoch), version)
+                    p = response.topics[0].partitions[0]
+                    answers[(epoch, version)] = (p.error_code, p.leader_epoch, p.end_offset)
+            assert {a for (e, _), a in answers.items() if e == 0} == {(0, 0, 2)}
+            assert {a for (e, _), a in answers.items() if e == 1} == {(0, 1, 3)}
+            await conn.close()
+
+    run(scenario)
+
+
+def test_recreated_topic_gets_a_new_topic_id(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path) as broker:
+            conn = await connect(broker)
+
+            def create() -> CreateTopicsRequest:
+                return CreateTopicsRequest(
+                    topics=[
+                        CreateTopicsRequest.CreatableTopic(
+                            name="t", num_partitions=2, replication_factor=1,
+                            assignments=[], configs=[],
+                        )
+                    ],
+                    timeout_ms=5000,
+                    validate_only=False,
+                )
+
+            first = (await conn.send(create(), 7)).topics[0]
+            again = (await conn.send(create(), 7)).topics[0]
+            assert first.error_code == 0 and again.error_code == ErrorCode.TOPIC_ALREADY_EXISTS
+            deleted = await conn.send(
+                DeleteTopicsRequest(
+                    topics=[DeleteTopicsRequest.DeleteTopicState(name="t", topic_id=uuid.UUID(int=0))],
+                    timeout_ms=5000,
+                ),
+                6,
+            )
+            assert deleted.responses[0].error_code == 0
+            second = (await conn.send(create(), 7)).topics[0]
+            assert second.error_code == 0 and second.topic_id != first.topic_id
+            await conn.close()
+
+    run(scenario)
+
+
+def test_idempotent_retry_is_acknowledged_once_and_stored_once(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path) as broker:
+            conn = await connect(broker)
+            await create_topic_via_metadata(conn, "t")
+            init = await conn.send(
+                InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000), 4
+            )
+            pid, epoch = init.producer_id, init.producer_epoch
+            first = batch([b"a", b"b"], producer_id=pid, producer_epoch=epoch, base_sequence=0)
+            a = await produce(conn, "t", first)
+            retry = await produce(conn, "t", first)
+            gap = await produce(
+                conn, "t", batch([b"x"], producer_id=pid, producer_epoch=epoch, base_sequence=5)
+            )
+            assert (a.error_code, a.base_offset) == (0, 0)
+            assert (retry.error_code, retry.base_offset) == (0, 0)
+            assert gap.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+            assert broker.replica_manager.partition("t", 0).log.log_end_offset == 2
+            await conn.close()
+
+    run(scenario)
