@@ -34,9 +34,11 @@ class _SparseIndex:
         self._file: FileHandle = disk.open(path)
         self._keys: array | None = None
         self._values: array | None = None
+
+    def _check_size(self) -> None:
         size = self._file.size()
         if size % self.entry.size:
-            raise IndexCorrupt(f"{path}: size {size} is not a multiple of {self.entry.size}")
+            raise IndexCorrupt(f"{self.path}: size {size} is not a multiple of {self.entry.size}")
 
     @property
     def entries(self) -> int:
@@ -160,6 +162,7 @@ class OffsetIndex(_SparseIndex):
         self.truncate_entries(self._floor(offset - 1) + 1)
 
     def sanity_check(self, log_size: int) -> None:
+        self._check_size()
         last = self.last_entry()
         if last is not None and (last[0] < self.base_offset or last[1] > log_size):
             raise IndexCorrupt(f"{self.path}: last entry {last} outside the segment")
@@ -205,6 +208,7 @@ class TimeIndex(_SparseIndex):
             self.truncate_entries(keep)
 
     def sanity_check(self, log_size: int) -> None:
+        self._check_size()
         last = self.last_entry()
         if last is not None and last[1] < self.base_offset:
             raise IndexCorrupt(f"{self.path}: last entry {last} before the segment")

@@ -1,0 +1,66 @@
+import os
+
+from epochlog.protocol.batch import read_header
+from epochlog.storage.config import LogConfig
+
+from .conftest import batch
+
+
+def first_base(log, offset):
+    s = log.read(offset, 1 << 20).slices[0]
+    return read_header(s.file.pread(61, s.position)).base_offset
+
+
+def test_roll_by_size_names_segments_like_kafka_and_lookups_work_across_them(open_log, tmp_path):
+    log = open_log(LogConfig(segment_bytes=1000, index_interval_bytes=100))
+    for _ in range(60):
+        log.append_as_leader(batch(2, size=50), 0)
+    assert len(log.segments) > 5
+    names = sorted(os.listdir(tmp_path / "t-0"))
+    assert "00000000000000000000.log" in names
+    assert "00000000000000000000.index" in names
+    assert "00000000000000000000.timeindex" in names
+    for offset in range(0, 120):
+        assert first_base(log, offset) == offset - offset % 2
+    # sealed segments hold no in-memory index; the active one does
+    assert all(s.offset_index._keys is None for s in log.segments[:-1])
+    assert log.active_segment.offset_index._keys is not None
+    assert log.segments[1].offset_index.entries > 0
+
+
+def test_lookups_survive_reopen_with_indexes_read_from_files(open_log):
+    log = open_log(LogConfig(segment_bytes=1000, index_interval_bytes=100))
+    for _ in range(60):
+        log.append_as_leader(batch(2, size=50), 0)
+    log.close()
+    log = open_log(LogConfig(segment_bytes=1000, index_interval_bytes=100), clean_shutdown=True)
+    assert log.log_end_offset == 120
+    for offset in range(0, 120, 7):
+        assert first_base(log, offset) == offset - offset % 2
+    assert log.append_as_leader(batch(1), 0).base_offset == 120
+
+
+def test_roll_by_time_uses_first_batch_timestamp(open_log, clock):
+    log = open_log(LogConfig(segment_ms=1000))
+    log.append_as_leader(batch(1, ts=clock.now_ms), 0)
+    log.append_as_leader(batch(1, ts=clock.now_ms + 500), 0)
+    assert len(log.segments) == 1
+    log.append_as_leader(batch(1, ts=clock.now_ms + 1500), 0)
+    assert [s.base_offset for s in log.segments] == [0, 2]
+    clock.advance(5000)
+    assert log.maybe_roll(clock.now_ms)
+    assert [s.base_offset for s in log.segments] == [0, 2, 3]
+    assert not log.maybe_roll(clock.now_ms)  # empty active segment never rolls
+
+
+def test_corrupt_index_is_rebuilt_on_open(open_log, tmp_path):
+    config = LogConfig(segment_bytes=1000, index_interval_bytes=100)
+    log = open_log(config)
+    for _ in range(30):
+        log.append_as_leader(batch(2, size=50), 0)
+    log.close()
+    index = tmp_path / "t-0" / "00000000000000000000.index"
+    index.write_bytes(index.read_bytes()[:-3])  # not a whole number of entries
+    log = open_log(config, clean_shutdown=True)
+    assert index.stat().st_size % 8 == 0
+    assert first_base(log, 5) == 4
