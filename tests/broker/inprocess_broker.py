@@ -8,7 +8,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from kafka.protocol.metadata import MetadataRequest
+from kafka.protocol.consumer import ListOffsetsRequest
+from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 
 from epochlog.broker.broker import Broker
@@ -47,22 +48,15 @@ def run(scenario: Callable[[], Awaitable[Any]]) -> Any:
 
 
 async def create_topic_via_metadata(conn: BrokerConnection, name: str) -> Any:
-    request = MetadataRequest(
-        topics=[MetadataRequest.MetadataRequestTopic(name=name, topic_id=None)],
-        allow_auto_topic_creation=True,
-        include_topic_authorized_operations=False,
-    )
-    return await conn.send(request, 12)
+    return await conn.send(metadata_request(name), 12)
 
 
 def batch(values: list[bytes], timestamp: int = 1_700_000_000_000, **kwargs: Any) -> bytes:
     return build_batch([(None, v, [], timestamp + i) for i, v in enumerate(values)], **kwargs)
 
 
-async def produce(
-    conn: BrokerConnection, topic: str, records: bytes, partition: int = 0, acks: int = -1
-) -> Any:
-    request = ProduceRequest(
+def produce_request(topic: str, records: bytes, partition: int = 0, acks: int = -1) -> Any:
+    return ProduceRequest(
         transactional_id=None,
         acks=acks,
         timeout_ms=5000,
@@ -77,7 +71,53 @@ async def produce(
             )
         ],
     )
-    response = await conn.send(request, 9, expect_response=acks != 0)
+
+
+def valid_request_frames() -> list[bytes]:
+    """Encoded requests (header and body, no size prefix) for topic "t" partition 0."""
+    requests = [
+        (produce_request("t", batch([b"v"])), 9),
+        (metadata_request("t"), 12),
+        (ApiVersionsRequest(client_software_name="fuzz", client_software_version="1"), 3),
+        (
+            ListOffsetsRequest(
+                replica_id=-1,
+                isolation_level=0,
+                topics=[
+                    ListOffsetsRequest.ListOffsetsTopic(
+                        name="t",
+                        partitions=[
+                            ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
+                                partition_index=0, current_leader_epoch=-1, timestamp=-1
+                            )
+                        ],
+                    )
+                ],
+            ),
+            7,
+        ),
+    ]
+    frames = []
+    for request, version in requests:
+        request.with_header(correlation_id=1, client_id="fuzz")
+        frames.append(bytes(request.encode(version=version, header=True)))
+    return frames
+
+
+def metadata_request(name: str) -> Any:
+    return MetadataRequest(
+        topics=[MetadataRequest.MetadataRequestTopic(name=name, topic_id=None)],
+        allow_auto_topic_creation=True,
+        include_topic_authorized_operations=False,
+    )
+
+
+async def produce(
+    conn: BrokerConnection, topic: str, records: bytes, partition: int = 0, acks: int = -1
+) -> Any:
+    response = await conn.send(
+        produce_request(topic, records, partition, acks), 9, expect_response=acks != 0
+    )
     if response is None:
         return None
     return response.responses[0].partition_responses[0]

@@ -6,7 +6,7 @@ import asyncio
 import logging
 import uuid
 
-from epochlog.storage.log_manager import LogManager
+from epochlog.storage.log_manager import LogManager, LogManagerSettings
 
 from epochlog.broker.config import BrokerConfig
 from epochlog.broker.handlers import HANDLERS
@@ -28,7 +28,11 @@ class Broker:
         self.broker_id = config.broker_id
         self.log_defaults = topic_defaults_from_broker(config.props)
         self.log_manager = LogManager(
-            seams.disk, seams.clock, config.log_dirs, self.log_defaults, config.props
+            seams.disk,
+            seams.clock,
+            config.log_dirs,
+            self.log_defaults,
+            LogManagerSettings.from_properties(config.props),
         )
         self.metadata_cache = MetadataCache(str(config.get("cluster.id")))
         self.replica_manager = ReplicaManager(self.broker_id, self.log_manager)
@@ -36,8 +40,9 @@ class Broker:
             seams.disk, config.log_dirs[0], self.broker_id, self._new_uuid, self._on_topic_change
         )
         self._server: Server | None = None
+        self.request_channel = RequestChannel(HANDLERS, self)
         self._connections = ConnectionLoop(
-            RequestChannel(HANDLERS, self),
+            self.request_channel,
             max_request_bytes=config.get_int("socket.request.max.bytes"),
             idle_timeout_s=config.get_int("connections.max.idle.ms") / 1000,
         )
@@ -63,9 +68,14 @@ class Broker:
     def topic_log_config(self, configs: dict[str, str]) -> LogConfig:
         return self.log_defaults.with_overrides(configs)
 
+    def _topic_config_by_name(self, name: str) -> LogConfig:
+        topic = self.controller.topics.get(name)
+        return self.topic_log_config(topic.configs) if topic else self.log_defaults
+
     async def start(self) -> None:
-        self.log_manager.startup()
-        self.controller.load()
+        self.controller.load_state()
+        self.log_manager.start(self._topic_config_by_name)
+        self.controller.publish_all()
         listener = self.config.listener
         self._server = await self.seams.network.serve(
             listener.host, listener.port, self._connections.serve

@@ -105,9 +105,7 @@ class ConnectionLoop:
         try:
             while True:
                 try:
-                    size_bytes = await asyncio.wait_for(
-                        conn.read_exactly(4), self._idle_timeout_s
-                    )
+                    size_bytes = await asyncio.wait_for(conn.read_exactly(4), self._idle_timeout_s)
                 except TimeoutError:
                     log.info("closing idle connection from %s", conn.peer)
                     return

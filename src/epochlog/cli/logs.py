@@ -12,7 +12,7 @@ class LogfmtFormatter(logging.Formatter):
         message = record.getMessage().replace('"', '\\"')
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
         line = (
-            f'ts={stamp}.{int(record.msecs):03d}Z level={record.levelname.lower()}'
+            f"ts={stamp}.{int(record.msecs):03d}Z level={record.levelname.lower()}"
             f' logger={record.name} msg="{message}"'
         )
         if record.exc_info:

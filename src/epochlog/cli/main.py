@@ -47,8 +47,7 @@ async def run_broker(config: BrokerConfig) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     print(
-        f"epochlog broker {config.broker_id} listening on"
-        f" {config.listener.host}:{broker.port}",
+        f"epochlog broker {config.broker_id} listening on {config.listener.host}:{broker.port}",
         flush=True,
     )
     await stop.wait()
@@ -94,7 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
     broker.add_argument("--listeners", help="PLAINTEXT://HOST:PORT")
     broker.add_argument("--log-dirs", help="comma-separated log directories")
     broker.add_argument(
-        "--set", action="append", type=_key_value, metavar="KEY=VALUE",
+        "--set",
+        action="append",
+        type=_key_value,
+        metavar="KEY=VALUE",
         help="any broker setting by its Kafka name; repeatable",
     )
     broker.add_argument("--log-level", default="INFO")

@@ -43,13 +43,16 @@ class StandaloneController:
         self._next_producer_id = 0
         self._producer_id_limit = 0
 
-    def load(self) -> None:
+    def load_state(self) -> None:
         if not self._disk.exists(self._path):
             return
         data = json.loads(self._disk.read_file(self._path))
         self.topics = {t["name"]: TopicMetadata.from_json(t) for t in data.get("topics", [])}
         # A block handed out before a restart is never reused, even if partly unused.
         self._next_producer_id = self._producer_id_limit = data.get("producer_id_limit", 0)
+
+    def publish_all(self) -> None:
+        """Tell the broker about every topic, as after a restart."""
         for topic in self.topics.values():
             self._on_topic_change(topic, topic.name)
 

@@ -61,7 +61,7 @@ class Partition:
     def become_leader(self, state: PartitionState) -> None:
         self.state = state
         self.leader_epoch_start_offset = self.log.log_end_offset
-        self.log.epoch_cache.assign(state.leader_epoch, self.log.log_end_offset)
+        self.log.maybe_assign_epoch_start_offset(state.leader_epoch, self.log.log_end_offset)
         self._advance_high_watermark()
 
     def check_leader(self, current_leader_epoch: int, require_leader: bool = True) -> None:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.replication.partition import Partition
+from epochlog.storage.log import topic_id_to_str
 
 if TYPE_CHECKING:
     from epochlog.storage.log_manager import LogManager
@@ -55,7 +56,9 @@ class ReplicaManager:
             if partition is None:
                 plog = self.log_manager.get_log(name, index)
                 if plog is None:
-                    plog = self.log_manager.create_log(name, index, log_config, topic.topic_id)
+                    plog = self.log_manager.create_log(
+                        name, index, log_config, topic_id_to_str(topic.topic_id.bytes)
+                    )
                 partition = Partition(name, index, topic.topic_id, plog, state, self.broker_id)
                 self._partitions[(name, index)] = partition
             else:

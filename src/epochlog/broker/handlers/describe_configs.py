@@ -23,7 +23,7 @@ TYPE_LONG = 5
 
 
 def _entry(name: str, value: str, source: int, version: int, synonyms: bool) -> Any:
-    return DescribeConfigsResponse.DescribeConfigsResourceResult(
+    return DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult(
         name=name,
         value=value,
         read_only=False,
@@ -31,7 +31,9 @@ def _entry(name: str, value: str, source: int, version: int, synonyms: bool) -> 
         is_default=source == DEFAULT_CONFIG,
         is_sensitive=False,
         synonyms=[
-            DescribeConfigsResponse.DescribeConfigsSynonym(name=name, value=value, source=source)
+            DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym(
+                name=name, value=value, source=source
+            )
         ]
         if synonyms
         else [],

@@ -26,8 +26,8 @@ def _lookup(partition: Any, timestamp: int) -> tuple[int, int, int]:
     if timestamp == EARLIEST:
         start = log.log_start_offset
         return NO_TIMESTAMP, start, log.epoch_cache.epoch_for_offset(start)
-    found = log.max_timestamp() if timestamp == MAX_TIMESTAMP else log.offset_for_timestamp(
-        timestamp
+    found = (
+        log.max_timestamp() if timestamp == MAX_TIMESTAMP else log.offset_for_timestamp(timestamp)
     )
     if found is None or found.offset >= partition.high_watermark:
         return NO_TIMESTAMP, -1, -1
@@ -35,7 +35,7 @@ def _lookup(partition: Any, timestamp: int) -> tuple[int, int, int]:
 
 
 def _list_one(broker: Any, request: Any, topic: str, wanted: Any, version: int) -> Any:
-    answer = ListOffsetsResponse.ListOffsetsPartitionResponse(
+    answer = ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
         partition_index=wanted.partition_index,
         error_code=ErrorCode.NONE,
         timestamp=NO_TIMESTAMP,

@@ -17,7 +17,7 @@ ZERO_UUID = uuid.UUID(int=0)
 
 def _topic_entry(topic: TopicMetadata, version: int) -> Any:
     partitions = [
-        MetadataResponse.MetadataResponsePartition(
+        MetadataResponse.MetadataResponseTopic.MetadataResponsePartition(
             error_code=ErrorCode.NONE,
             partition_index=index,
             leader_id=state.leader,
@@ -34,7 +34,7 @@ def _topic_entry(topic: TopicMetadata, version: int) -> Any:
         topic_id=topic.topic_id,
         is_internal=topic.is_internal,
         partitions=partitions,
-        topic_authorized_operations=-2147483648,
+        authorized_operations=None,
     )
 
 
@@ -45,7 +45,7 @@ def _error_entry(name: str | None, topic_id: uuid.UUID, code: ErrorCode) -> Any:
         topic_id=topic_id,
         is_internal=False,
         partitions=[],
-        topic_authorized_operations=-2147483648,
+        authorized_operations=None,
     )
 
 
@@ -84,5 +84,5 @@ async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -
         cluster_id=cache.cluster_id,
         controller_id=cache.controller_id,
         topics=entries,
-        cluster_authorized_operations=-2147483648,
+        authorized_operations=None,
     )

@@ -16,7 +16,7 @@ DEBUGGING_REPLICA_ID = -2
 
 
 def _end_offset(broker: Any, replica_id: int, topic: str, wanted: Any, version: int) -> Any:
-    answer = OffsetForLeaderEpochResponse.EpochEndOffset(
+    answer = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset(
         error_code=ErrorCode.NONE, partition=wanted.partition, leader_epoch=-1, end_offset=-1
     )
     try:

@@ -15,7 +15,7 @@ log = logging.getLogger("epochlog.produce")
 
 
 def _partition_response(index: int, code: ErrorCode, message: str | None = None) -> Any:
-    return ProduceResponse.PartitionProduceResponse(
+    return ProduceResponse.TopicProduceResponse.PartitionProduceResponse(
         index=index,
         error_code=code,
         base_offset=-1,
@@ -38,7 +38,7 @@ def _produce_one(broker: Any, topic: str, index: int, records: bytes | None) -> 
         if code in (ErrorCode.CORRUPT_MESSAGE, ErrorCode.INVALID_RECORD):
             log.warning("rejected produce to %s-%d: %s", topic, index, exc)
         return _partition_response(index, code, str(exc) if isinstance(exc, KafkaError) else None)
-    return ProduceResponse.PartitionProduceResponse(
+    return ProduceResponse.TopicProduceResponse.PartitionProduceResponse(
         index=index,
         error_code=ErrorCode.NONE,
         base_offset=result.base_offset,
@@ -61,7 +61,8 @@ async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -
         elif request.transactional_id is not None:
             parts = [
                 _partition_response(
-                    p.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                    p.index,
+                    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                     "transactions are not supported",
                 )
                 for p in topic_data.partition_data

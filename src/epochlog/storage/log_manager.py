@@ -1,0 +1,231 @@
+"""Every partition log of a broker, across its ``log.dirs``.
+
+Loads logs at start (recovering those not shut down cleanly), places new ones, and runs
+the periodic work Kafka's LogManager schedules: flush by ``flush.ms``, retention, and
+the recovery-point and log-start-offset checkpoints. Only the background loop is async;
+it sleeps through the Clock seam.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from epochlog.seams import Clock, Disk
+from epochlog.storage.checkpoints import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    OffsetCheckpointFile,
+    TopicPartition,
+    clear_clean_shutdown,
+    mark_clean_shutdown,
+    was_clean_shutdown,
+)
+from epochlog.storage.config import LONG_MAX, LogConfig
+from epochlog.storage.log import Log
+
+logger = logging.getLogger("epochlog.storage")
+
+_MAX_TICK_S = 1.0
+
+
+@dataclass(frozen=True)
+class LogManagerSettings:
+    """Broker-level scheduling settings, Kafka names and defaults."""
+
+    flush_scheduler_interval_ms: int = LONG_MAX
+    retention_check_interval_ms: int = 300_000
+    flush_offset_checkpoint_interval_ms: int = 60_000
+    flush_start_offset_checkpoint_interval_ms: int = 60_000
+    producer_id_expiration_ms: int = 86_400_000
+    producer_id_expiration_check_interval_ms: int = 600_000
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> LogManagerSettings:
+        names = {
+            "log.flush.scheduler.interval.ms": "flush_scheduler_interval_ms",
+            "log.retention.check.interval.ms": "retention_check_interval_ms",
+            "log.flush.offset.checkpoint.interval.ms": "flush_offset_checkpoint_interval_ms",
+            "log.flush.start.offset.checkpoint.interval.ms":
+                "flush_start_offset_checkpoint_interval_ms",
+            "producer.id.expiration.ms": "producer_id_expiration_ms",
+            "producer.id.expiration.check.interval.ms":
+                "producer_id_expiration_check_interval_ms",
+        }
+        values = {}
+        for prop, field in names.items():
+            if prop in props:
+                try:
+                    values[field] = int(props[prop])
+                except ValueError:
+                    raise ValueError(f"invalid value {props[prop]!r} for {prop}") from None
+                if values[field] < 1:
+                    raise ValueError(f"invalid value {props[prop]!r} for {prop}: must be >= 1")
+        return cls(**values)
+
+
+def parse_partition_dir(name: str) -> TopicPartition | None:
+    """``<topic>-<partition>`` -> (topic, partition), or None for anything else."""
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        return None
+    return topic, int(partition)
+
+
+class LogManager:
+    def __init__(
+        self, disk: Disk, clock: Clock, log_dirs: list[str], default_config: LogConfig,
+        settings: LogManagerSettings | None = None,
+    ) -> None:
+        if not log_dirs:
+            raise ValueError("log.dirs must name at least one directory")
+        self.disk = disk
+        self.clock = clock
+        self.log_dirs = list(log_dirs)
+        self.default_config = default_config
+        self.settings = settings or LogManagerSettings()
+        self._logs: dict[TopicPartition, Log] = {}
+        self._dir_of: dict[TopicPartition, str] = {}
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def start(self, topic_configs: Callable[[str], LogConfig] | None = None) -> None:
+        """Load every partition in every log dir, then clear the clean-shutdown markers."""
+        for log_dir in self.log_dirs:
+            self.disk.makedirs(log_dir)
+            clean = was_clean_shutdown(self.disk, log_dir)
+            recovery = self._read_checkpoint(log_dir, RECOVERY_POINT_CHECKPOINT)
+            starts = self._read_checkpoint(log_dir, LOG_START_OFFSET_CHECKPOINT)
+            for name in self.disk.listdir(log_dir):
+                path = f"{log_dir}/{name}"
+                if name.endswith("-delete"):
+                    logger.info("removing %s left by an interrupted delete", path)
+                    self.disk.rmtree(path)
+                    continue
+                tp = parse_partition_dir(name)
+                if tp is None or self.disk.exists(path + "/") is False:
+                    continue
+                if tp in self._logs:
+                    raise ValueError(f"{tp[0]}-{tp[1]} found in two log dirs")
+                config = topic_configs(tp[0]) if topic_configs else self.default_config
+                self._logs[tp] = Log.open(
+                    self.disk, self.clock, path, tp[0], tp[1], config,
+                    recovery_point=recovery.get(tp, 0), log_start_offset=starts.get(tp, 0),
+                    clean_shutdown=clean,
+                )
+                self._dir_of[tp] = log_dir
+            clear_clean_shutdown(self.disk, log_dir)
+
+    def _read_checkpoint(self, log_dir: str, name: str) -> dict[TopicPartition, int]:
+        try:
+            return OffsetCheckpointFile(self.disk, f"{log_dir}/{name}").read()
+        except (ValueError, UnicodeDecodeError) as exc:
+            logger.warning("ignoring %s/%s (recovering from scratch): %s", log_dir, name, exc)
+            return {}
+
+    def close(self) -> None:
+        """Flush and close every log, write checkpoints, then mark a clean shutdown."""
+        for log in self._logs.values():
+            log.close()
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+        for log_dir in self.log_dirs:
+            mark_clean_shutdown(self.disk, log_dir)
+
+    # -- logs --------------------------------------------------------------------------
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get((topic, partition))
+
+    def all_logs(self) -> list[Log]:
+        return list(self._logs.values())
+
+    def create_log(
+        self, topic: str, partition: int, config: LogConfig | None = None,
+        topic_id: str | None = None,
+    ) -> Log:
+        """The partition's log, created in the log dir holding the fewest partitions."""
+        tp = (topic, partition)
+        log = self._logs.get(tp)
+        if log is None:
+            counts = {d: 0 for d in self.log_dirs}
+            for d in self._dir_of.values():
+                counts[d] += 1
+            log_dir = min(self.log_dirs, key=lambda d: counts[d])
+            log = Log.open(
+                self.disk, self.clock, f"{log_dir}/{topic}-{partition}", topic, partition,
+                config or self.default_config,
+            )
+            self._logs[tp] = log
+            self._dir_of[tp] = log_dir
+        if topic_id is not None:
+            log.set_topic_id(topic_id)
+        return log
+
+    def delete_log(self, topic: str, partition: int) -> bool:
+        tp = (topic, partition)
+        log = self._logs.pop(tp, None)
+        if log is None:
+            return False
+        self._dir_of.pop(tp)
+        log.delete()
+        return True
+
+    # -- periodic work -----------------------------------------------------------------
+
+    def flush_due_logs(self, now_ms: int) -> None:
+        for log in self.all_logs():
+            log.maybe_flush(now_ms)
+
+    def enforce_retention(self, now_ms: int) -> int:
+        deleted = 0
+        for log in self.all_logs():
+            log.maybe_roll(now_ms)
+            deleted += log.delete_segments_for_retention(now_ms)
+        return deleted
+
+    def expire_producers(self, now_ms: int) -> None:
+        for log in self.all_logs():
+            log.producer_state.remove_expired(now_ms, self.settings.producer_id_expiration_ms)
+
+    def checkpoint_recovery_points(self) -> None:
+        self._write_checkpoints(RECOVERY_POINT_CHECKPOINT, lambda log: log.recovery_point)
+
+    def checkpoint_log_start_offsets(self) -> None:
+        self._write_checkpoints(LOG_START_OFFSET_CHECKPOINT, lambda log: log.log_start_offset)
+
+    def _write_checkpoints(self, name: str, value: Callable[[Log], int]) -> None:
+        for log_dir in self.log_dirs:
+            offsets = {
+                tp: value(self._logs[tp]) for tp, d in self._dir_of.items() if d == log_dir
+            }
+            OffsetCheckpointFile(self.disk, f"{log_dir}/{name}").write(offsets)
+
+    async def run_background(self, stop_event: asyncio.Event) -> None:
+        """Run the periodic tasks until ``stop_event`` is set, sleeping on the Clock."""
+        s = self.settings
+        tasks: list[tuple[int, Callable[[int], object]]] = [
+            (s.flush_scheduler_interval_ms, self.flush_due_logs),
+            (s.retention_check_interval_ms, self.enforce_retention),
+            (s.flush_offset_checkpoint_interval_ms, lambda _: self.checkpoint_recovery_points()),
+            (
+                s.flush_start_offset_checkpoint_interval_ms,
+                lambda _: self.checkpoint_log_start_offsets(),
+            ),
+            (s.producer_id_expiration_check_interval_ms, self.expire_producers),
+        ]
+        start = self.clock.time_ms()
+        due = [start + interval for interval, _ in tasks]
+        while not stop_event.is_set():
+            now = self.clock.time_ms()
+            for i, (interval, task) in enumerate(tasks):
+                if now >= due[i]:
+                    try:
+                        task(now)
+                    except Exception:
+                        logger.exception("log manager background task failed")
+                    due[i] = now + interval
+            wait_ms = max(min(due) - self.clock.time_ms(), 1)
+            await self.clock.sleep(min(wait_ms / 1000, _MAX_TICK_S))
