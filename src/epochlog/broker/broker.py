@@ -6,8 +6,6 @@ import asyncio
 import logging
 import uuid
 
-from epochlog.storage.log_manager import LogManager, LogManagerSettings
-
 from epochlog.broker.config import BrokerConfig
 from epochlog.broker.handlers import HANDLERS
 from epochlog.broker.metadata_cache import BrokerEndpoint, MetadataCache, TopicMetadata
@@ -17,6 +15,7 @@ from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.replication.replica_manager import ReplicaManager
 from epochlog.seams import Seams, Server
 from epochlog.storage.config import LogConfig, topic_defaults_from_broker
+from epochlog.storage.log_manager import LogManager, LogManagerSettings
 
 log = logging.getLogger("epochlog.broker")
 

@@ -12,10 +12,9 @@ from epochlog.replication.partition import Partition
 from epochlog.storage.log import topic_id_to_str
 
 if TYPE_CHECKING:
-    from epochlog.storage.log_manager import LogManager
-
     from epochlog.broker.metadata_cache import TopicMetadata
     from epochlog.storage.config import LogConfig
+    from epochlog.storage.log_manager import LogManager
 
 log = logging.getLogger("epochlog.replication")
 
