@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from epochlog.protocol.records import build_batch
@@ -27,6 +29,7 @@ class FakeClock:
     async def sleep(self, seconds: float) -> None:
         self.slept.append(seconds)
         self.now_ms += int(seconds * 1000)
+        await asyncio.sleep(0)  # yield, as a real sleep would
 
 
 def batch(
