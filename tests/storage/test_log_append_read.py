@@ -132,3 +132,18 @@ def test_earliest_latest_carry_epochs(open_log):
     assert (log.earliest().offset, log.earliest().leader_epoch) == (0, 1)
     assert (log.latest().offset, log.latest().leader_epoch) == (4, 3)
     assert log.end_offset_for_epoch(1) == (1, 2)
+
+
+def test_large_reads_use_the_index_and_return_many_whole_batches(open_log):
+    log = open_log(LogConfig(index_interval_bytes=256))
+    for _ in range(200):
+        log.append_as_leader(batch(2, size=100), 0)
+    one = read_header(slice_bytes(log.read(0, 1 << 20))).size
+    for start in (0, 37, 101):
+        result = log.read(start, 50 * one + 7, max_offset=300)
+        hs = headers_of(slice_bytes(result))
+        assert len(hs) == 50 and hs[0].base_offset == start - start % 2
+        first = hs[0].base_offset
+        assert [h.base_offset for h in hs] == list(range(first, first + 100, 2))
+    hs = headers_of(slice_bytes(log.read(0, 1 << 20, max_offset=121)))
+    assert hs[-1].base_offset == 120

@@ -89,7 +89,8 @@ class LogReader:
         entry = segment.offset_index.floor_position(limit_position, limit_offset)
         if entry is not None and entry[1] > position:
             scan_from = entry[1]
-        end = position
+        # Batches before an index entry within both limits are whole and within them.
+        end = scan_from
         for batch_position, header in segment.iter_headers(scan_from):
             if header.base_offset >= limit_offset:
                 break
