@@ -321,7 +321,10 @@ class Log:
     def maybe_roll(self, now_ms: int) -> bool:
         """Roll by ``segment.ms`` when no append came to do it."""
         active = self.active_segment
-        if active.size and active.time_waited_for_roll(now_ms, None) > self._config.segment_ms:
+        # Also require the segment to have been open that long on this clock, so old
+        # CreateTime timestamps (mirrored data) cannot make every check roll a segment.
+        waited = min(active.time_waited_for_roll(now_ms, None), now_ms - active.created_ms)
+        if active.size and waited > self._config.segment_ms:
             self.roll()
             return True
         return False
