@@ -40,7 +40,7 @@ def _assert_prefix_of_stream(got: list[Got], recs: list[Rec]) -> list[int]:
     indices = []
     for pos, g in enumerate(got):
         assert g.offset == pos, f"offset {g.offset} at position {pos}: a gap or a repeat"
-        i = index_of(g.value)
+        i = index_of(g.key)
         want = recs[i]
         assert (g.key, g.value, g.headers, g.timestamp) == (
             want.key, want.value, want.headers, want.timestamp
@@ -68,7 +68,7 @@ def test_every_acknowledged_record_survives_sigkill_during_produce_stream(
     failed: list[int] = []
 
     def on_delivery(err: ck.KafkaError | None, msg: ck.Message) -> None:
-        i = index_of(msg.value())
+        i = index_of(msg.key())
         if err is None:
             acked[i] = msg.offset()
         else:

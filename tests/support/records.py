@@ -60,10 +60,10 @@ def make_records(n: int, tag: str) -> list[Rec]:
     return recs
 
 
-def index_of(value: bytes | None) -> int:
-    """Recover a record's index from its value (crash tests rely on it)."""
-    assert value is not None
-    return int(value.split(b"-")[1])
+def index_of(key: bytes | None) -> int:
+    """Recover a record's index from its key (crash tests rely on it)."""
+    assert key is not None and key.startswith(b"k"), f"not a test record key: {key!r}"
+    return int(key[1:])
 
 
 def assert_same_records(
