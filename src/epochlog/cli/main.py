@@ -13,7 +13,6 @@ from epochlog.broker.broker import Broker
 from epochlog.broker.config import BrokerConfig, parse_properties
 from epochlog.cli.logs import configure_logging
 from epochlog.seams import real_seams
-from epochlog.seams.real import new_event_loop
 
 
 def _key_value(text: str) -> tuple[str, str]:
@@ -61,7 +60,7 @@ def _cmd_broker(args: argparse.Namespace) -> int:
         print(f"epochlog broker: {exc}", file=sys.stderr)
         return 2
     configure_logging(args.log_level)
-    with asyncio.Runner(loop_factory=new_event_loop) as runner:
+    with asyncio.Runner() as runner:
         runner.run(run_broker(config))
     return 0
 
@@ -78,7 +77,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
     configure_logging(args.log_level)
     config = BrokerConfig.from_mapping(props)
     print(f"bootstrap.servers=127.0.0.1:{args.port}  (data in {data}; Ctrl-C stops)", flush=True)
-    with asyncio.Runner(loop_factory=new_event_loop) as runner:
+    with asyncio.Runner() as runner:
         runner.run(run_broker(config))
     return 0
 

@@ -148,7 +148,8 @@ class StreamConnection:
                 try:
                     await loop.sendfile(self._writer.transport, fobj, offset, count, fallback=False)
                     return
-                except asyncio.SendfileNotAvailableError:
+                except (asyncio.SendfileNotAvailableError, NotImplementedError):
+                    # Loops without native sendfile (uvloop, TLS): copy through user space.
                     StreamConnection._native_sendfile = False
         end = offset + count
         while offset < end:
@@ -198,12 +199,3 @@ class SocketNetwork:
 
 def system_random(seed: int | None) -> random.Random:
     return random.Random(seed)
-
-
-def new_event_loop() -> asyncio.AbstractEventLoop:
-    """uvloop when installed (DESIGN §3), else the default asyncio loop."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
