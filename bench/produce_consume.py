@@ -201,7 +201,8 @@ def report(size: int, count: int, mock: list[Result], ours: list[Result], iperf:
         note = ""
         if op == "consume":
             kept = median([r.retained for r in mock])
-            note = f"  [mock keeps {kept:,.0f} records: read in {count / kept:.0f} passes]"
+            note = (f"  [mock keeps {kept:,.0f} records, read in {count / kept:.0f} passes"
+                    " from librdkafka's prefetch: the client's ceiling, not a fetch path]")
         print(f"  {op:8} mock     {fmt_rate(m_rate, m_rate * size)}"
               f"  ({m_rate * size / iperf:.3f} of iperf3){note}")
         if ours:
