@@ -112,8 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         broker.start()
         print(f"broker pid {broker.pid} at {broker.bootstrap}, log in {base}")
-        AdminClient({"bootstrap.servers": broker.bootstrap}).create_topics(
-            [NewTopic("rss", 1, 1)])["rss"].result(60)
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # alive until answered
+        admin.create_topics([NewTopic("rss", 1, 1)])["rss"].result(60)
         stop = threading.Event()
         peak = [0]
         sampler = threading.Thread(target=rss_sampler, args=(broker.pid, stop, peak))
