@@ -1,0 +1,102 @@
+"""Cluster metadata store with ZooKeeper semantics; one URI picks the backend.
+
+- ``memory://[name]``: in-process, all time through the Clock seam (simulation, tests);
+- ``sqlite:///PATH``: embedded, safe across processes on one host (``epochlog up``);
+  everything after ``sqlite://`` is the file path, whose directory must exist;
+- ``zk://HOST:PORT[,HOST:PORT...][/chroot]``: a real ZooKeeper ensemble through kazoo.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from epochlog.metastore.api import (
+    DEFAULT_SESSION_TIMEOUT_MS,
+    SESSION_TIMEOUT_SETTING,
+    BadVersionError,
+    Check,
+    ConnectionLossError,
+    Create,
+    Delete,
+    EventType,
+    Metastore,
+    MetastoreError,
+    NoChildrenForEphemeralsError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    Op,
+    OpResult,
+    SessionExpiredError,
+    SetData,
+    Stat,
+    Transaction,
+    Watch,
+    WatchEvent,
+)
+from epochlog.seams import Clock
+
+
+async def open_metastore(
+    uri: str,
+    clock: Clock,
+    *,
+    session_timeout_ms: int | None = None,
+    settings: Mapping[str, object] | None = None,
+) -> Metastore:
+    """Open a client (and its session) on the backend ``uri`` names.
+
+    The session timeout is ``session_timeout_ms`` if given, else the
+    ``zookeeper.session.timeout.ms`` entry of ``settings``, else 18000 (Kafka's default).
+    Must be called from the asyncio loop the client will run on.
+    """
+    if session_timeout_ms is None:
+        raw = (settings or {}).get(SESSION_TIMEOUT_SETTING, DEFAULT_SESSION_TIMEOUT_MS)
+        session_timeout_ms = int(raw)  # type: ignore[call-overload]
+    if session_timeout_ms <= 0:
+        raise ValueError(f"session timeout must be positive, got {session_timeout_ms}")
+    scheme, sep, rest = uri.partition("://")
+    if not sep:
+        raise ValueError(f"metastore URI needs a scheme (memory, sqlite, zk): {uri!r}")
+    if scheme == "memory":
+        from epochlog.metastore.memory import MemoryMetastore, memory_store
+
+        return MemoryMetastore(memory_store(rest.strip("/")), clock, session_timeout_ms)
+    if scheme == "sqlite":
+        from epochlog.metastore.sqlite import SqliteMetastore
+
+        if not rest:
+            raise ValueError(f"sqlite metastore URI needs a path: {uri!r}")
+        return await SqliteMetastore.open(rest, clock, session_timeout_ms)
+    if scheme == "zk":
+        from epochlog.metastore.zk import ZkMetastore
+
+        return await ZkMetastore.open(rest, clock, session_timeout_ms)
+    raise ValueError(f"unknown metastore scheme {scheme!r} in {uri!r}")
+
+
+__all__ = [
+    "DEFAULT_SESSION_TIMEOUT_MS",
+    "SESSION_TIMEOUT_SETTING",
+    "BadVersionError",
+    "Check",
+    "ConnectionLossError",
+    "Create",
+    "Delete",
+    "EventType",
+    "Metastore",
+    "MetastoreError",
+    "NoChildrenForEphemeralsError",
+    "NoNodeError",
+    "NodeExistsError",
+    "NotEmptyError",
+    "Op",
+    "OpResult",
+    "SessionExpiredError",
+    "SetData",
+    "Stat",
+    "Transaction",
+    "Watch",
+    "WatchEvent",
+    "open_metastore",
+]
