@@ -1,30 +1,97 @@
-"""The partitions this broker hosts, and the waits of fetches for new data."""
+"""The partitions this broker hosts: applying the controller's decisions, the replica
+fetchers of the partitions it follows, ISR proposals of those it leads, and the waits
+of long-polling fetches and acks=all produces."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from epochlog.protocol.errors import ErrorCode, KafkaError
-from epochlog.replication.partition import Partition
+from epochlog.replication.fetcher import EndpointOf, ReplicaFetcherManager
+from epochlog.replication.partition import Partition, PartitionState, StateChange
+from epochlog.replication.settings import ReplicationSettings
+from epochlog.replication.waiting import Signal
 from epochlog.storage.log import topic_id_to_str
 
 if TYPE_CHECKING:
     from epochlog.broker.metadata_cache import TopicMetadata
+    from epochlog.seams import Clock, Seams
     from epochlog.storage.config import LogConfig
     from epochlog.storage.log_manager import LogManager
+    from epochlog.storage.results import AppendResult
 
 log = logging.getLogger("epochlog.replication")
 
+ProposeIsr = Callable[[str, int, int, int, list[int]], Awaitable[PartitionState | None]]
+ACKS_ALL = -1
+
+
+@dataclass
+class AckWait:
+    """An acks=all append waiting for the high watermark to pass its last offset."""
+
+    partition: Partition
+    required_offset: int
+    leader_epoch: int
+
 
 class ReplicaManager:
-    def __init__(self, broker_id: int, log_manager: LogManager) -> None:
+    def __init__(
+        self,
+        broker_id: int,
+        log_manager: LogManager,
+        seams: Seams | None = None,
+        settings: ReplicationSettings | None = None,
+        endpoint_of: EndpointOf | None = None,
+        propose_isr: ProposeIsr | None = None,
+    ) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
+        self.seams = seams
+        self.clock: Clock = seams.clock if seams is not None else log_manager.clock
+        self.settings = settings or ReplicationSettings()
+        self._propose_isr = propose_isr
         self._partitions: dict[tuple[str, int], Partition] = {}
-        self._data_waiters: set[asyncio.Future[None]] = set()
+        # Fired on appends, high-watermark moves and leadership changes.
+        self._changed = Signal()
+        self._fetchers = (
+            ReplicaFetcherManager(
+                broker_id, seams, self.settings, endpoint_of, self._on_follower_progress
+            )
+            if seams is not None and endpoint_of is not None
+            else None
+        )
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._isr_task: asyncio.Task[None] | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the periodic ISR check (Kafka runs it every half lag time)."""
+        self._isr_task = asyncio.get_running_loop().create_task(self._isr_expiration_loop())
+
+    async def stop(self) -> None:
+        """Stop fetching, checking and proposing; pending waits end at their timeouts."""
+        tasks = [t for t in (self._isr_task, *self._tasks) if t is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+        if self._fetchers is not None:
+            await self._fetchers.stop()
+        self._changed.fire()
+
+    def _now_ms(self) -> int:
+        return int(self.clock.monotonic() * 1000)
+
+    # -- hosted partitions -------------------------------------------------------------
 
     def partition(self, topic: str, index: int) -> Partition:
         partition = self._partitions.get((topic, index))
@@ -38,18 +105,31 @@ class ReplicaManager:
     def remove_topic(self, name: str) -> None:
         for key in [k for k in self._partitions if k[0] == name]:
             partition = self._partitions.pop(key)
+            if self._fetchers is not None:
+                self._fetchers.unfollow(key)
             self.log_manager.delete_log(partition.topic, partition.index)
+        self._changed.fire()
 
     def apply_topic(self, topic: TopicMetadata, log_config: LogConfig) -> None:
-        """Bring hosted partitions in line with what the controller decided."""
+        """Bring hosted partitions in line with what the controller decided. States may
+        come late, twice or out of order: older or repeated ones are ignored."""
         name = topic.name
         for index, state in topic.partitions.items():
+            key = (name, index)
+            partition = self._partitions.get(key)
             if self.broker_id not in state.replicas:
+                if partition is not None:
+                    # Moved away: stop serving it; the log stays on disk.
+                    log.info("%s: no longer a replica (replicas %s)", partition, state.replicas)
+                    self._partitions.pop(key)
+                    if self._fetchers is not None:
+                        self._fetchers.unfollow(key)
                 continue
-            partition = self._partitions.get((name, index))
             if partition is not None and partition.topic_id != topic.topic_id:
                 # Same name, new identity: the topic was deleted and re-created.
-                self._partitions.pop((name, index))
+                self._partitions.pop(key)
+                if self._fetchers is not None:
+                    self._fetchers.unfollow(key)
                 self.log_manager.delete_log(name, index)
                 partition = None
             if partition is None:
@@ -59,31 +139,142 @@ class ReplicaManager:
                         name, index, log_config, topic_id_to_str(topic.topic_id.bytes)
                     )
                 partition = Partition(name, index, topic.topic_id, plog, state, self.broker_id)
-                self._partitions[(name, index)] = partition
+                self._partitions[key] = partition
             else:
                 partition.log.config = log_config
-            if state.leader == self.broker_id:
-                partition.become_leader(state)
-            else:
-                partition.state = state
+            self.apply_partition_state(partition, state)
+        self._changed.fire()
 
-    def append(self, partition: Partition, records: bytearray) -> object:
+    def apply_partition_state(self, partition: Partition, state: PartitionState) -> StateChange:
+        """Apply one partition's state (from the controller, or an accepted ISR change)."""
+        change = partition.apply_state(state, self._now_ms())
+        if change == StateChange.IGNORED:
+            return change
+        log.info(
+            "%s: %s (leader %d, epoch %d, partition epoch %d, ISR %s)",
+            partition,
+            change.value,
+            state.leader,
+            state.leader_epoch,
+            state.partition_epoch,
+            state.isr,
+        )
+        key = (partition.topic, partition.index)
+        if change == StateChange.BECAME_FOLLOWER and self._fetchers is not None:
+            self._fetchers.follow(partition)
+        elif change == StateChange.BECAME_LEADER and self._fetchers is not None:
+            self._fetchers.unfollow(key)
+        self._changed.fire()
+        return change
+
+    # -- leading -----------------------------------------------------------------------
+
+    def append(
+        self, partition: Partition, records: bytearray, required_acks: int = 1
+    ) -> AppendResult:
+        """Append produced records as leader; acks=all first needs min.insync.replicas."""
+        if required_acks == ACKS_ALL:
+            partition.check_enough_replicas()
         result = partition.append_as_leader(records)
-        self._wake_fetchers()
+        self._changed.fire()
         return result
 
-    def _wake_fetchers(self) -> None:
-        waiters, self._data_waiters = self._data_waiters, set()
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
+    async def wait_for_acks(self, waits: list[AckWait], timeout_s: float) -> list[ErrorCode]:
+        """Answer each acks=all append once the HW passed it, or REQUEST_TIMED_OUT."""
+        deadline = self.clock.monotonic() + max(0.0, timeout_s)
+        answers: list[ErrorCode | None] = [None] * len(waits)
+        while True:
+            for i, wait in enumerate(waits):
+                if answers[i] is None:
+                    answers[i] = wait.partition.ack_status(wait.required_offset, wait.leader_epoch)
+            remaining = deadline - self.clock.monotonic()
+            if all(a is not None for a in answers) or remaining <= 0:
+                break
+            await self._changed.wait(self.clock, remaining)
+        return [ErrorCode.REQUEST_TIMED_OUT if a is None else a for a in answers]
+
+    def record_follower_fetch(
+        self, partition: Partition, replica_id: int, fetch_offset: int, fetch_epoch: int
+    ) -> None:
+        """A follower fetched at ``fetch_offset`` in ``fetch_epoch``: move the HW, and
+        propose adding it to the ISR once it is in sync."""
+        now_ms = self._now_ms()
+        if partition.record_follower_fetch(replica_id, fetch_offset, fetch_epoch, now_ms):
+            self._changed.fire()
+        new_isr = partition.isr_expansion(now_ms)
+        if new_isr is not None:
+            self._propose(partition, new_isr, "expand")
+
+    def _propose(self, partition: Partition, new_isr: list[int], why: str) -> None:
+        if self._propose_isr is None:
+            return
+        partition.begin_isr_change(new_isr)
+        state = partition.state
+        log.info(
+            "%s: proposing to %s ISR %s -> %s (epoch %d, partition epoch %d)",
+            partition,
+            why,
+            state.isr,
+            new_isr,
+            state.leader_epoch,
+            state.partition_epoch,
+        )
+        task = asyncio.get_running_loop().create_task(
+            self._send_proposal(partition, state, new_isr)
+        )
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send_proposal(
+        self, partition: Partition, state: PartitionState, new_isr: list[int]
+    ) -> None:
+        assert self._propose_isr is not None
+        accepted: PartitionState | None = None
+        try:
+            accepted = await self._propose_isr(
+                partition.topic,
+                partition.index,
+                state.leader_epoch,
+                state.partition_epoch,
+                list(new_isr),
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("%s: ISR proposal %s failed", partition, new_isr)
+        if partition.pending_isr is not None and partition.state is state:
+            partition.end_isr_change(
+                accepted is None, self._now_ms(), self.settings.replica_fetch_backoff_ms
+            )
+        if accepted is None:
+            log.info("%s: controller refused ISR %s", partition, new_isr)
+        elif self._partitions.get((partition.topic, partition.index)) is partition:
+            self.apply_partition_state(partition, accepted)
+        self._changed.fire()
+
+    def check_isr(self) -> None:
+        """Propose removing followers that were not caught up for the lag time."""
+        now_ms = self._now_ms()
+        for partition in self.partitions():
+            new_isr = partition.isr_shrink(now_ms, self.settings.replica_lag_time_max_ms)
+            if new_isr is not None:
+                self._propose(partition, new_isr, "shrink")
+
+    async def _isr_expiration_loop(self) -> None:
+        interval_s = self.settings.replica_lag_time_max_ms / 2000
+        while True:
+            await self.clock.sleep(interval_s)
+            try:
+                self.check_isr()
+            except Exception:
+                log.exception("ISR check failed")
+
+    # -- following and waiting ---------------------------------------------------------
+
+    def _on_follower_progress(self) -> None:
+        self._changed.fire()
 
     async def wait_for_data(self, timeout_s: float) -> None:
-        """Return when any partition receives records, or after the timeout."""
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._data_waiters.add(waiter)
-        try:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(waiter, timeout_s)
-        finally:
-            self._data_waiters.discard(waiter)
+        """Return at the next append, high-watermark move or leadership change, or after
+        the timeout (a long-polling fetch reads again then)."""
+        await self._changed.wait(self.clock, timeout_s)

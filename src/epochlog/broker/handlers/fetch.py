@@ -1,5 +1,7 @@
-"""Fetch: read record batches up to the high watermark, after KIP-320's checks
-(CurrentLeaderEpoch from v9, LastFetchedEpoch → DivergingEpoch from v12)."""
+"""Fetch: read record batches up to the high watermark (consumers) or the log end
+(replicas), after KIP-320's checks (CurrentLeaderEpoch from v9, LastFetchedEpoch →
+DivergingEpoch from v12). A replica's fetch also tells the leader where that follower
+is, which moves the high watermark and the ISR."""
 
 from __future__ import annotations
 
@@ -25,7 +27,13 @@ class _Budget:
 
 
 def _read_partition(
-    broker: Any, topic: str, fetch: Any, version: int, isolation: int, budget: _Budget
+    broker: Any,
+    topic: str,
+    fetch: Any,
+    version: int,
+    isolation: int,
+    budget: _Budget,
+    replica_id: int,
 ) -> PartitionData:
     result = PartitionData(fetch.partition)
     try:
@@ -34,26 +42,40 @@ def _read_partition(
         result.error_code = exc.code
         return result
     try:
-        partition.check_leader(fetch.current_leader_epoch if version >= 9 else NO_EPOCH)
+        current_epoch = fetch.current_leader_epoch if version >= 9 else NO_EPOCH
+        partition.check_leader(current_epoch)
+        is_replica = replica_id >= 0
+        if is_replica and replica_id not in partition.state.replicas:
+            raise KafkaError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"broker {replica_id} is not a replica of {topic}-{fetch.partition}",
+            )
         log = partition.log
-        high_watermark = partition.high_watermark
-        result.high_watermark = high_watermark
-        result.last_stable_offset = partition.last_stable_offset()
-        result.log_start_offset = log.log_start_offset
         if isolation == READ_COMMITTED:
             result.aborted_transactions = []
+        result.log_start_offset = log.log_start_offset
         if version >= 12 and fetch.last_fetched_epoch >= 0:
             epoch, end_offset = log.epoch_cache.end_offset_for(
                 fetch.last_fetched_epoch, log.log_end_offset
             )
             if epoch < fetch.last_fetched_epoch or end_offset < fetch.fetch_offset:
+                # A diverged follower's offset says nothing of what it holds in common.
                 result.diverging_epoch = (epoch, end_offset)
+                result.high_watermark = partition.high_watermark
+                result.last_stable_offset = partition.last_stable_offset()
                 return result
+        if is_replica and log.log_start_offset <= fetch.fetch_offset <= log.log_end_offset:
+            broker.replica_manager.record_follower_fetch(
+                partition, replica_id, fetch.fetch_offset, current_epoch
+            )
+        high_watermark = partition.high_watermark
+        result.high_watermark = high_watermark
+        result.last_stable_offset = partition.last_stable_offset()
         max_bytes = min(fetch.partition_max_bytes, budget.remaining)
         read = log.read(
             fetch.fetch_offset,
             max_bytes,
-            max_offset=high_watermark,
+            max_offset=None if is_replica else high_watermark,
             min_one_batch=not budget.read_any,
         )
     except Exception as exc:
@@ -97,7 +119,15 @@ def _read_all(broker: Any, request: Any, version: int) -> tuple[list[TopicData],
                 partitions.append(PartitionData(fetch.partition, ErrorCode.UNKNOWN_TOPIC_ID))
             else:
                 partitions.append(
-                    _read_partition(broker, name, fetch, version, request.isolation_level, budget)
+                    _read_partition(
+                        broker,
+                        name,
+                        fetch,
+                        version,
+                        request.isolation_level,
+                        budget,
+                        request.replica_id,
+                    )
                 )
             last = partitions[-1]
             any_error |= last.error_code != 0 or last.diverging_epoch is not None

@@ -18,11 +18,13 @@ MAX_TIMESTAMP = -3
 NO_TIMESTAMP = -1
 
 
-def _lookup(partition: Any, timestamp: int) -> tuple[int, int, int]:
-    """(timestamp, offset, leader_epoch) visible to clients, i.e. below the high watermark."""
+def _lookup(partition: Any, timestamp: int, replica_id: int) -> tuple[int, int, int]:
+    """(timestamp, offset, leader_epoch) visible to clients, i.e. below the high
+    watermark; a replica's latest is the log end, as in Kafka."""
     log = partition.log
     if timestamp == LATEST:
-        return NO_TIMESTAMP, partition.high_watermark, partition.leader_epoch
+        latest = log.log_end_offset if replica_id >= 0 else partition.high_watermark
+        return NO_TIMESTAMP, latest, partition.leader_epoch
     if timestamp == EARLIEST:
         start = log.log_start_offset
         return NO_TIMESTAMP, start, log.epoch_cache.epoch_for_offset(start)
@@ -49,7 +51,9 @@ def _list_one(broker: Any, request: Any, topic: str, wanted: Any, version: int) 
             raise KafkaError(ErrorCode.OFFSET_NOT_AVAILABLE, f"{topic}-{wanted.partition_index}")
         if wanted.timestamp < MAX_TIMESTAMP or (wanted.timestamp == MAX_TIMESTAMP and version < 7):
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"timestamp {wanted.timestamp}")
-        answer.timestamp, answer.offset, answer.leader_epoch = _lookup(partition, wanted.timestamp)
+        answer.timestamp, answer.offset, answer.leader_epoch = _lookup(
+            partition, wanted.timestamp, request.replica_id
+        )
     except Exception as exc:
         answer.error_code = error_code(exc)
     return answer

@@ -10,6 +10,7 @@ from kafka.protocol.producer import ProduceResponse
 from epochlog.broker.responses import error_code
 from epochlog.protocol.apis import RequestFrame
 from epochlog.protocol.errors import ErrorCode, KafkaError
+from epochlog.replication.replica_manager import ACKS_ALL, AckWait
 
 log = logging.getLogger("epochlog.produce")
 
@@ -26,19 +27,23 @@ def _partition_response(index: int, code: ErrorCode, message: str | None = None)
     )
 
 
-def _produce_one(broker: Any, topic: str, index: int, records: bytes | None) -> Any:
+def _produce_one(
+    broker: Any, topic: str, index: int, records: bytes | None, acks: int
+) -> tuple[Any, AckWait | None]:
+    """Append one partition's records; for acks=all also what to wait for."""
     try:
         partition = broker.replica_manager.partition(topic, index)
         partition.check_leader(-1)
         if not records:
             raise KafkaError(ErrorCode.INVALID_RECORD, "empty record set")
-        result = broker.replica_manager.append(partition, bytearray(records))
+        result = broker.replica_manager.append(partition, bytearray(records), acks)
     except Exception as exc:
         code = error_code(exc)
         if code in (ErrorCode.CORRUPT_MESSAGE, ErrorCode.INVALID_RECORD):
             log.warning("rejected produce to %s-%d: %s", topic, index, exc)
-        return _partition_response(index, code, str(exc) if isinstance(exc, KafkaError) else None)
-    return ProduceResponse.TopicProduceResponse.PartitionProduceResponse(
+        message = str(exc) if isinstance(exc, KafkaError) else None
+        return _partition_response(index, code, message), None
+    answer = ProduceResponse.TopicProduceResponse.PartitionProduceResponse(
         index=index,
         error_code=ErrorCode.NONE,
         base_offset=result.base_offset,
@@ -47,34 +52,47 @@ def _produce_one(broker: Any, topic: str, index: int, records: bytes | None) -> 
         record_errors=[],
         error_message=None,
     )
+    wait = None
+    if acks == ACKS_ALL:
+        # Wait for the HW to pass the last offset appended, in this leader's epoch: a
+        # deposed leader's HW cannot move, so it never acknowledges.
+        wait = AckWait(partition, result.last_offset + 1, partition.leader_epoch)
+    return answer, wait
 
 
 async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
     acks = request.acks
     responses = []
+    waits: list[tuple[Any, AckWait]] = []
     for topic_data in request.topic_data:
-        if acks not in (0, 1, -1):
-            parts = [
-                _partition_response(p.index, ErrorCode.INVALID_REQUIRED_ACKS)
-                for p in topic_data.partition_data
-            ]
-        elif request.transactional_id is not None:
-            parts = [
-                _partition_response(
-                    p.index,
-                    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                    "transactions are not supported",
+        parts = []
+        for p in topic_data.partition_data:
+            if acks not in (0, 1, ACKS_ALL):
+                parts.append(_partition_response(p.index, ErrorCode.INVALID_REQUIRED_ACKS))
+            elif request.transactional_id is not None:
+                parts.append(
+                    _partition_response(
+                        p.index,
+                        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                        "transactions are not supported",
+                    )
                 )
-                for p in topic_data.partition_data
-            ]
-        else:
-            parts = [
-                _produce_one(broker, topic_data.name, p.index, p.records)
-                for p in topic_data.partition_data
-            ]
+            else:
+                answer, wait = _produce_one(broker, topic_data.name, p.index, p.records, acks)
+                parts.append(answer)
+                if wait is not None:
+                    waits.append((answer, wait))
         responses.append(
             ProduceResponse.TopicProduceResponse(name=topic_data.name, partition_responses=parts)
         )
+    if waits:
+        codes = await broker.replica_manager.wait_for_acks(
+            [w for _, w in waits], max(0, request.timeout_ms) / 1000
+        )
+        for (answer, wait), code in zip(waits, codes, strict=True):
+            if code != ErrorCode.NONE:
+                answer.error_code = code
+                answer.error_message = f"{wait.partition}: {code.name}"
     if acks == 0:
         return None
     return ProduceResponse(responses=responses, throttle_time_ms=0)
