@@ -64,7 +64,7 @@ def test_fuzzed_frames_are_answered_or_refused(tmp_path: Path) -> None:
     config = broker_config(tmp_path, **{"auto.create.topics.enable": "false"})
     broker = Broker(config, real_seams(seed=3))
     loop.run_until_complete(broker.start())
-    broker.controller.create_topic("t", 1, 1, {})
+    loop.run_until_complete(broker.create_topic("t", 1, 1, {}))
     channel = broker.request_channel
 
     def handle(frame: bytes) -> CapturingConnection:

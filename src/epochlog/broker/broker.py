@@ -1,16 +1,24 @@
-"""A broker: wires storage, partitions, the controller and the network together."""
+"""A broker: wires storage, partitions, the metastore, the controller and the network."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import uuid
 
+from epochlog.broker.cluster_link import ClusterLink
 from epochlog.broker.config import BrokerConfig
 from epochlog.broker.handlers import HANDLERS
-from epochlog.broker.metadata_cache import BrokerEndpoint, MetadataCache, TopicMetadata
+from epochlog.broker.metadata_cache import (
+    BrokerEndpoint,
+    MetadataCache,
+    TopicMetadata,
+    topic_name_error,
+)
 from epochlog.broker.server import ConnectionLoop, RequestChannel
-from epochlog.controller.standalone import StandaloneController
+from epochlog.controller.controller import Controller, ControllerSettings
+from epochlog.metastore import Metastore, open_metastore
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.replication.replica_manager import ReplicaManager
 from epochlog.seams import Seams, Server
@@ -18,6 +26,18 @@ from epochlog.storage.config import LogConfig, topic_defaults_from_broker
 from epochlog.storage.log_manager import LogManager, LogManagerSettings
 
 log = logging.getLogger("epochlog.broker")
+
+
+def metastore_uri(config: BrokerConfig) -> str:
+    """``metastore`` (a URI), else Kafka's ``zookeeper.connect``, else an embedded
+    SQLite file beside the first log directory's data."""
+    uri = config.get("metastore")
+    if uri:
+        return uri
+    zookeeper = config.get("zookeeper.connect")
+    if zookeeper:
+        return f"zk://{zookeeper}"
+    return "sqlite://" + os.path.join(os.path.abspath(config.log_dirs[0]), "metastore.db")
 
 
 class Broker:
@@ -33,11 +53,11 @@ class Broker:
             self.log_defaults,
             LogManagerSettings.from_properties(config.props),
         )
-        self.metadata_cache = MetadataCache(str(config.get("cluster.id")))
+        self.metadata_cache = MetadataCache("")
         self.replica_manager = ReplicaManager(self.broker_id, self.log_manager)
-        self.controller = StandaloneController(
-            seams.disk, config.log_dirs[0], self.broker_id, self._new_uuid, self._on_topic_change
-        )
+        self.store: Metastore | None = None
+        self.cluster: ClusterLink | None = None
+        self.controller: Controller | None = None
         self._server: Server | None = None
         self.request_channel = RequestChannel(HANDLERS, self)
         self._connections = ConnectionLoop(
@@ -56,39 +76,48 @@ class Broker:
     def _new_uuid(self) -> uuid.UUID:
         return uuid.UUID(int=self.seams.random.getrandbits(128), version=4)
 
-    def _on_topic_change(self, topic: TopicMetadata | None, name: str) -> None:
-        if topic is None:
-            self.metadata_cache.remove_topic(name)
-            self.replica_manager.remove_topic(name)
-        else:
-            self.metadata_cache.update_topic(topic)
-            self.replica_manager.apply_topic(topic, self.topic_log_config(topic.configs))
-
     def topic_log_config(self, configs: dict[str, str]) -> LogConfig:
         return self.log_defaults.with_overrides(configs)
 
-    def _topic_config_by_name(self, name: str) -> LogConfig:
-        topic = self.controller.topics.get(name)
-        return self.topic_log_config(topic.configs) if topic else self.log_defaults
+    def _apply_topic(self, topic: TopicMetadata) -> None:
+        self.replica_manager.apply_topic(topic, self.topic_log_config(topic.configs))
 
     async def start(self) -> None:
-        self.controller.load_state()
-        self.log_manager.start(self._topic_config_by_name)
-        self.controller.publish_all()
+        """Open the metastore, recover logs, serve, join the cluster, contend for control."""
+        self.store = await open_metastore(
+            metastore_uri(self.config), self.seams.clock, settings=self.config.props
+        )
+        self.cluster = ClusterLink(
+            self.store,
+            self.broker_id,
+            self.seams.clock,
+            self.metadata_cache,
+            self._apply_topic,
+            self.replica_manager.remove_topic,
+            self._new_uuid,
+        )
+        stored = await self.cluster.load_topics()
+        self.log_manager.start(
+            lambda name: (
+                self.topic_log_config(stored[name].configs) if name in stored else self.log_defaults
+            )
+        )
         listener = self.config.listener
         self._server = await self.seams.network.serve(
             listener.host, listener.port, self._connections.serve
         )
         advertised = self.config.advertised_listener
-        self.metadata_cache.brokers = {
-            self.broker_id: BrokerEndpoint(
-                self.broker_id,
-                advertised.host,
-                advertised.port or self._server.port,
-                self.config.rack,
-            )
-        }
-        self.metadata_cache.controller_id = self.broker_id
+        endpoint = BrokerEndpoint(
+            self.broker_id, advertised.host, advertised.port or self._server.port, self.config.rack
+        )
+        await self.cluster.join(endpoint, self.store.session_timeout_ms / 1000)
+        self.controller = Controller(
+            self.store,
+            self.broker_id,
+            self.seams.clock,
+            ControllerSettings.from_properties(self.config.props),
+        )
+        await self.controller.start()
         self._background = asyncio.create_task(self.log_manager.run_background(self._stop))
         log.info(
             "broker %d serving on %s:%d with log.dirs=%s",
@@ -99,12 +128,22 @@ class Broker:
         )
 
     async def stop(self) -> None:
-        """Stop accepting, close connections, flush and checkpoint every log."""
+        """Hand leadership away, stop serving, leave the cluster, flush and checkpoint."""
+        if self.cluster is not None and self.config.get_bool("controlled.shutdown.enable"):
+            retries = self.config.get_int("controlled.shutdown.max.retries")
+            backoff_ms = self.config.get_int("controlled.shutdown.retry.backoff.ms")
+            await self.cluster.controlled_shutdown(retries * backoff_ms / 1000)
         self._stop.set()
         if self._server is not None:
             self._server.close()
         for conn in list(self._connections.open_connections):
             conn.close()
+        if self.controller is not None:
+            await self.controller.stop()
+        if self.cluster is not None:
+            await self.cluster.leave()
+        if self.store is not None:
+            await self.store.close()
         if self._background is not None:
             await self._background
         self.log_manager.close()
@@ -112,19 +151,55 @@ class Broker:
 
     # Decisions shared by several request handlers.
 
-    def auto_create_topic(self, name: str, allowed: bool) -> tuple[TopicMetadata | None, ErrorCode]:
+    async def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: dict[str, str],
+        assignment: dict[int, list[int]] | None = None,
+        validate_only: bool = False,
+        timeout_s: float = 30.0,
+    ) -> TopicMetadata | None:
+        assert self.cluster is not None
+        error = topic_name_error(name)
+        if error:
+            raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, error)
+        if self.metadata_cache.topic(name) is not None:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+        self.validate_topic_configs(configs)
+        if assignment is None:
+            if num_partitions <= 0:
+                raise KafkaError(ErrorCode.INVALID_PARTITIONS, "number of partitions must be > 0")
+            if replication_factor <= 0:
+                raise KafkaError(
+                    ErrorCode.INVALID_REPLICATION_FACTOR, "replication factor must be > 0"
+                )
+            start = self.seams.random.randint(0, max(0, len(self.metadata_cache.brokers) - 1))
+            assignment = self.cluster.assign(num_partitions, replication_factor, start)
+        else:
+            self.validate_assignments(assignment)
+        if validate_only:
+            return None
+        return await self.cluster.create_topic(name, assignment, configs, timeout_s)
+
+    async def auto_create_topic(
+        self, name: str, allowed: bool
+    ) -> tuple[TopicMetadata | None, ErrorCode]:
         if not (allowed and self.config.get_bool("auto.create.topics.enable")):
             return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        replication = min(
+            self.config.get_int("default.replication.factor"), len(self.metadata_cache.brokers)
+        )
         try:
-            topic = self.controller.create_topic(
-                name,
-                self.config.get_int("num.partitions"),
-                self.config.get_int("default.replication.factor"),
-                {},
+            await self.create_topic(
+                name, self.config.get_int("num.partitions"), max(1, replication), {}
             )
         except KafkaError as exc:
-            return None, exc.code
-        return topic, ErrorCode.NONE
+            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                return None, exc.code
+        topic = self.metadata_cache.topic(name)
+        return topic, ErrorCode.NONE if topic else ErrorCode.LEADER_NOT_AVAILABLE
 
     def validate_topic_configs(self, configs: dict[str, str]) -> None:
         try:

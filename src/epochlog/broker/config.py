@@ -22,7 +22,9 @@ DEFAULTS: dict[str, str] = {
     "message.max.bytes": "1048588",
     "replica.fetch.max.bytes": "1048576",
     "broker.rack": "",
-    "cluster.id": "epochlog",
+    "controlled.shutdown.enable": "true",
+    "controlled.shutdown.max.retries": "3",
+    "controlled.shutdown.retry.backoff.ms": "5000",
 }
 
 

@@ -46,41 +46,6 @@ class TopicMetadata:
     def is_internal(self) -> bool:
         return self.name in INTERNAL_TOPICS
 
-    def to_json(self) -> dict:
-        return {
-            "name": self.name,
-            "topic_id": str(self.topic_id),
-            "configs": self.configs,
-            "partitions": {
-                str(index): {
-                    "leader": p.leader,
-                    "leader_epoch": p.leader_epoch,
-                    "replicas": p.replicas,
-                    "isr": p.isr,
-                    "offline_replicas": p.offline_replicas,
-                }
-                for index, p in self.partitions.items()
-            },
-        }
-
-    @classmethod
-    def from_json(cls, data: dict) -> TopicMetadata:
-        return cls(
-            name=data["name"],
-            topic_id=uuid.UUID(data["topic_id"]),
-            configs=dict(data.get("configs", {})),
-            partitions={
-                int(index): PartitionState(
-                    leader=p["leader"],
-                    leader_epoch=p["leader_epoch"],
-                    replicas=list(p["replicas"]),
-                    isr=list(p["isr"]),
-                    offline_replicas=list(p.get("offline_replicas", [])),
-                )
-                for index, p in data["partitions"].items()
-            },
-        )
-
 
 class MetadataCache:
     def __init__(self, cluster_id: str) -> None:

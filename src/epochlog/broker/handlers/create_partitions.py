@@ -11,7 +11,7 @@ from epochlog.protocol.apis import RequestFrame
 from epochlog.protocol.errors import ErrorCode, KafkaError
 
 
-def _grow(broker: Any, wanted: Any, validate_only: bool) -> Any:
+async def _grow(broker: Any, wanted: Any, validate_only: bool) -> Any:
     result = CreatePartitionsResponse.CreatePartitionsTopicResult(
         name=wanted.name, error_code=ErrorCode.NONE, error_message=None
     )
@@ -26,11 +26,14 @@ def _grow(broker: Any, wanted: Any, validate_only: bool) -> Any:
                 f"topic {wanted.name!r} has {current} partitions; the new count must be larger",
             )
         if wanted.assignments:
-            broker.validate_assignments(
-                {current + i: list(a.broker_ids) for i, a in enumerate(wanted.assignments)}
-            )
+            assignment = {current + i: list(a.broker_ids) for i, a in enumerate(wanted.assignments)}
+            broker.validate_assignments(assignment)
+        else:
+            replication_factor = len(next(iter(topic.partitions.values())).replicas)
+            grown = broker.cluster.assign(wanted.count, replication_factor, start=0)
+            assignment = {i: grown[i] for i in range(current, wanted.count)}
         if not validate_only:
-            broker.controller.create_partitions(wanted.name, wanted.count)
+            await broker.cluster.create_partitions(wanted.name, assignment)
     except Exception as exc:
         result.error_code = error_code(exc)
         result.error_message = exc.message if isinstance(exc, KafkaError) else None
@@ -40,5 +43,5 @@ def _grow(broker: Any, wanted: Any, validate_only: bool) -> Any:
 async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
     return CreatePartitionsResponse(
         throttle_time_ms=0,
-        results=[_grow(broker, t, bool(request.validate_only)) for t in request.topics],
+        results=[await _grow(broker, t, bool(request.validate_only)) for t in request.topics],
     )

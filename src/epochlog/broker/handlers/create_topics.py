@@ -10,10 +10,8 @@ from epochlog.broker.responses import error_code
 from epochlog.protocol.apis import RequestFrame
 from epochlog.protocol.errors import ErrorCode, KafkaError
 
-ZERO_UUID_INT = 0
 
-
-def _create_one(broker: Any, wanted: Any, validate_only: bool) -> Any:
+async def _create_one(broker: Any, wanted: Any, validate_only: bool, timeout_s: float) -> Any:
     result = CreateTopicsResponse.CreatableTopicResult(
         name=wanted.name,
         error_code=ErrorCode.NONE,
@@ -24,12 +22,11 @@ def _create_one(broker: Any, wanted: Any, validate_only: bool) -> Any:
     )
     try:
         configs = {c.name: c.value for c in wanted.configs if c.value is not None}
+        assignment = None
         if wanted.assignments:
-            num_partitions = len(wanted.assignments)
-            replication_factor = len(wanted.assignments[0].broker_ids)
-            broker.validate_assignments(
-                {a.partition_index: list(a.broker_ids) for a in wanted.assignments}
-            )
+            assignment = {a.partition_index: list(a.broker_ids) for a in wanted.assignments}
+            num_partitions = len(assignment)
+            replication_factor = len(next(iter(assignment.values())))
         else:
             num_partitions = wanted.num_partitions
             if num_partitions == -1:
@@ -37,15 +34,16 @@ def _create_one(broker: Any, wanted: Any, validate_only: bool) -> Any:
             replication_factor = wanted.replication_factor
             if replication_factor == -1:
                 replication_factor = broker.config.get_int("default.replication.factor")
-        broker.validate_topic_configs(configs)
-        if validate_only:
-            broker.controller.validate_new_topic(
-                wanted.name, num_partitions, replication_factor, len(broker.metadata_cache.brokers)
-            )
-        else:
-            topic = broker.controller.create_topic(
-                wanted.name, num_partitions, replication_factor, configs
-            )
+        topic = await broker.create_topic(
+            wanted.name,
+            num_partitions,
+            replication_factor,
+            configs,
+            assignment=assignment,
+            validate_only=validate_only,
+            timeout_s=timeout_s,
+        )
+        if topic is not None:
             result.topic_id = topic.topic_id
         result.num_partitions = num_partitions
         result.replication_factor = replication_factor
@@ -57,7 +55,8 @@ def _create_one(broker: Any, wanted: Any, validate_only: bool) -> Any:
 
 async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
     validate_only = bool(request.validate_only) if version >= 1 else False
+    timeout_s = max(0, request.timeout_ms) / 1000
     return CreateTopicsResponse(
         throttle_time_ms=0,
-        topics=[_create_one(broker, t, validate_only) for t in request.topics],
+        topics=[await _create_one(broker, t, validate_only, timeout_s) for t in request.topics],
     )

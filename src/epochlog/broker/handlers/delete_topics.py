@@ -14,7 +14,7 @@ from epochlog.protocol.errors import ErrorCode, KafkaError
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def _delete_one(broker: Any, name: str | None, topic_id: uuid.UUID) -> Any:
+async def _delete_one(broker: Any, name: str | None, topic_id: uuid.UUID, timeout_s: float) -> Any:
     result = DeleteTopicsResponse.DeletableTopicResult(
         name=name, topic_id=topic_id, error_code=ErrorCode.NONE, error_message=None
     )
@@ -26,7 +26,7 @@ def _delete_one(broker: Any, name: str | None, topic_id: uuid.UUID) -> Any:
             if name is None:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID, str(topic_id))
             result.name = name
-        topic = broker.controller.delete_topic(name)
+        topic = await broker.cluster.delete_topic(name, timeout_s)
         result.topic_id = topic.topic_id
     except Exception as exc:
         result.error_code = error_code(exc)
@@ -41,5 +41,8 @@ async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -
         wanted = [(name, ZERO_UUID) for name in request.topic_names]
     return DeleteTopicsResponse(
         throttle_time_ms=0,
-        responses=[_delete_one(broker, name, topic_id) for name, topic_id in wanted],
+        responses=[
+            await _delete_one(broker, name, topic_id, request.timeout_ms / 1000)
+            for name, topic_id in wanted
+        ],
     )

@@ -26,6 +26,6 @@ async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -
     return InitProducerIdResponse(
         throttle_time_ms=0,
         error_code=ErrorCode.NONE,
-        producer_id=broker.controller.allocate_producer_id(),
+        producer_id=await broker.cluster.allocate_producer_id(),
         producer_epoch=0,
     )

@@ -18,7 +18,7 @@ ZERO_UUID = uuid.UUID(int=0)
 def _topic_entry(topic: TopicMetadata, version: int) -> Any:
     partitions = [
         MetadataResponse.MetadataResponseTopic.MetadataResponsePartition(
-            error_code=ErrorCode.NONE,
+            error_code=ErrorCode.NONE if state.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
             partition_index=index,
             leader_id=state.leader,
             leader_epoch=state.leader_epoch,
@@ -67,7 +67,7 @@ async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -
                     continue
             topic = cache.topic(name)
             if topic is None:
-                topic, code = broker.auto_create_topic(name, auto_create)
+                topic, code = await broker.auto_create_topic(name, auto_create)
                 if topic is None:
                     entries.append(_error_entry(name, ZERO_UUID, code))
                     continue

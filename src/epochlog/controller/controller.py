@@ -1,0 +1,324 @@
+"""The controller: one broker at a time, elected through the metastore.
+
+It is level-triggered: any change it watches (brokers joining or leaving, topics created,
+deletion requests, ISR proposals, controlled shutdowns) schedules one reconciliation that
+reads the whole cluster state and writes every partition whose state must change. Each
+write is a metastore transaction that also checks the controller epoch node's version,
+so a controller that was deposed (its session expired, another took over) cannot change
+anything; brokers in turn ignore states stamped with an older controller epoch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from dataclasses import dataclass
+
+from epochlog.controller import elections, layout
+from epochlog.controller.layout import IsrChangeRequest, TopicNode
+from epochlog.metastore import (
+    BadVersionError,
+    Check,
+    Delete,
+    Metastore,
+    MetastoreError,
+    NodeExistsError,
+    NoNodeError,
+    SetData,
+)
+from epochlog.seams import Clock
+
+log = logging.getLogger("epochlog.controller")
+
+UNINITIALIZED_EPOCH = -1
+
+
+@dataclass(frozen=True)
+class ControllerSettings:
+    unclean_leader_election_enable: bool = False
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_s: float = 300.0
+
+    @classmethod
+    def from_properties(cls, props: dict[str, str]) -> ControllerSettings:
+        def flag(key: str, default: bool) -> bool:
+            return str(props.get(key, str(default))).lower() == "true"
+
+        return cls(
+            unclean_leader_election_enable=flag("unclean.leader.election.enable", False),
+            auto_leader_rebalance_enable=flag("auto.leader.rebalance.enable", True),
+            leader_imbalance_check_interval_s=float(
+                props.get("leader.imbalance.check.interval.seconds", 300)
+            ),
+        )
+
+
+class Deposed(Exception):
+    """Another controller has taken over: stop acting."""
+
+
+class Controller:
+    def __init__(
+        self, store: Metastore, broker_id: int, clock: Clock, settings: ControllerSettings
+    ) -> None:
+        self.store = store
+        self.broker_id = broker_id
+        self.clock = clock
+        self.settings = settings
+        self.epoch = -1
+        self._epoch_version = -1
+        self.active = False
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._watches: list[object] = []
+        self._stopped = False
+
+    async def start(self) -> None:
+        for path in layout.PERSISTENT_PATHS:
+            with contextlib.suppress(NodeExistsError):
+                await self.store.create(path, b"", make_parents=True)
+        await self.store.watch_data(layout.CONTROLLER, self._on_controller_change)
+        self.store.on_session_expired(self._on_session_expired)
+        await self._try_to_become_controller()
+
+    async def stop(self) -> None:
+        self._stopped = True
+        await self._resign()
+
+    async def _on_controller_change(self, _event: object) -> None:
+        if not self.active and not self._stopped:
+            await self._try_to_become_controller()
+
+    async def _on_session_expired(self) -> None:
+        await self._resign()
+        if not self._stopped:
+            await self._try_to_become_controller()
+
+    async def _try_to_become_controller(self) -> None:
+        try:
+            await self.store.create(
+                layout.CONTROLLER, layout.encode_json({"brokerid": self.broker_id}), ephemeral=True
+            )
+        except NodeExistsError:
+            return
+        except MetastoreError as exc:
+            log.warning("controller election failed: %s", exc)
+            return
+        try:
+            data, stat = await self.store.get(layout.CONTROLLER_EPOCH)
+            epoch = int(data or b"0") + 1
+            new_stat = await self.store.set(
+                layout.CONTROLLER_EPOCH, str(epoch).encode(), version=stat.version
+            )
+        except NoNodeError:
+            epoch = 1
+            await self.store.create(layout.CONTROLLER_EPOCH, b"1")
+            new_stat = (await self.store.get(layout.CONTROLLER_EPOCH))[1]
+        except MetastoreError as exc:
+            log.warning("could not bump the controller epoch, resigning: %s", exc)
+            await self._delete_controller_node()
+            return
+        self.epoch, self._epoch_version = epoch, new_stat.version
+        self.active = True
+        log.info("broker %d is the controller at controller epoch %d", self.broker_id, epoch)
+        for path in (
+            layout.BROKER_IDS,
+            layout.TOPICS,
+            layout.DELETE_TOPICS,
+            layout.CONTROLLED_SHUTDOWN,
+            layout.ISR_CHANGE,
+        ):
+            self._watches.append(await self.store.watch_children(path, self._poke))
+        self._watches.append(
+            await self.store.watch_data(layout.PREFERRED_REPLICA_ELECTION, self._poke)
+        )
+        self._task = asyncio.create_task(self._run())
+
+    def _poke(self, _event: object = None) -> None:
+        self._wake.set()
+
+    async def watch_topic(self, name: str) -> None:
+        self._watches.append(await self.store.watch_data(layout.topic_path(name), self._poke))
+
+    async def _resign(self) -> None:
+        if not self.active:
+            return
+        self.active = False
+        for watch in self._watches:
+            watch.cancel()  # type: ignore[attr-defined]
+        self._watches.clear()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        await self._delete_controller_node()
+        log.info("broker %d resigned as controller (epoch %d)", self.broker_id, self.epoch)
+
+    async def _delete_controller_node(self) -> None:
+        with contextlib.suppress(MetastoreError):
+            data, stat = await self.store.get(layout.CONTROLLER)
+            if json.loads(data).get("brokerid") == self.broker_id:
+                await self.store.delete(layout.CONTROLLER, version=stat.version)
+
+    async def _run(self) -> None:
+        self._wake.set()
+        next_rebalance = self.clock.monotonic() + self.settings.leader_imbalance_check_interval_s
+        watched_topics: set[str] = set()
+        while self.active:
+            timeout = max(0.0, next_rebalance - self.clock.monotonic())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            self._wake.clear()
+            rebalance = self.clock.monotonic() >= next_rebalance
+            if rebalance:
+                next_rebalance = (
+                    self.clock.monotonic() + self.settings.leader_imbalance_check_interval_s
+                )
+            try:
+                topics = await self.reconcile(
+                    rebalance and self.settings.auto_leader_rebalance_enable
+                )
+                for name in topics - watched_topics:
+                    await self.watch_topic(name)
+                watched_topics = topics
+            except Deposed:
+                log.warning("controller epoch %d was superseded; resigning", self.epoch)
+                asyncio.get_running_loop().create_task(self._resign())
+                return
+            except MetastoreError as exc:
+                log.warning("controller pass failed, retrying: %s", exc)
+                await self.clock.sleep(0.2)
+                self._wake.set()
+
+    async def _fenced_write(self, ops: list) -> bool:
+        """Apply ops only while this controller's epoch is current; False on a lost race."""
+        try:
+            await self.store.multi([Check(layout.CONTROLLER_EPOCH, self._epoch_version), *ops])
+        except BadVersionError as exc:
+            if exc.path == layout.CONTROLLER_EPOCH:
+                raise Deposed from exc
+            return False
+        except NoNodeError:
+            return False
+        return True
+
+    async def reconcile(self, preferred_election: bool = False) -> set[str]:
+        """One pass over the cluster; returns the names of the topics that exist."""
+        live = {int(b) for b in await self.store.children(layout.BROKER_IDS)}
+        shutting_down = {int(b) for b in await self.store.children(layout.CONTROLLED_SHUTDOWN)}
+        requested = await self.store.exists(layout.PREFERRED_REPLICA_ELECTION)
+        if requested is not None:
+            preferred_election = True
+        to_delete = set(await self.store.children(layout.DELETE_TOPICS))
+        isr_requests = await self._read_isr_requests()
+        names = set(await self.store.children(layout.TOPICS))
+        for name in sorted(names):
+            path = layout.topic_path(name)
+            try:
+                data, stat = await self.store.get(path)
+            except NoNodeError:
+                continue
+            if name in to_delete:
+                await self._fenced_write(
+                    [Delete(path, stat.version), Delete(f"{layout.DELETE_TOPICS}/{name}")]
+                )
+                log.info("deleted topic %s", name)
+                continue
+            node = TopicNode.decode(name, data)
+            changed = self._decide(node, live, shutting_down, preferred_election, isr_requests)
+            ops: list = [Delete(f"{layout.ISR_CHANGE}/{seq}") for seq in isr_requests.pop(name, {})]
+            if changed:
+                node.controller_epoch = self.epoch
+                ops.append(SetData(path, node.encode(), stat.version))
+            if ops and not await self._fenced_write(ops):
+                self._wake.set()
+        for name in to_delete - names:
+            await self._fenced_write([Delete(f"{layout.DELETE_TOPICS}/{name}")])
+        # Proposals for topics that no longer exist are answered by their removal.
+        stale = [seq for requests in isr_requests.values() for seq in requests]
+        if stale:
+            await self._fenced_write([Delete(f"{layout.ISR_CHANGE}/{seq}") for seq in stale])
+        if requested is not None:
+            await self._fenced_write([Delete(layout.PREFERRED_REPLICA_ELECTION)])
+        return names - to_delete
+
+    async def _read_isr_requests(self) -> dict[str, dict[str, IsrChangeRequest]]:
+        requests: dict[str, dict[str, IsrChangeRequest]] = {}
+        for seq in await self.store.children(layout.ISR_CHANGE):
+            try:
+                data, _ = await self.store.get(f"{layout.ISR_CHANGE}/{seq}")
+            except NoNodeError:
+                continue
+            request = IsrChangeRequest.decode(data)
+            requests.setdefault(request.topic, {})[seq] = request
+        return requests
+
+    def _decide(
+        self,
+        node: TopicNode,
+        live: set[int],
+        shutting_down: set[int],
+        preferred_election: bool,
+        isr_requests: dict[str, dict[str, IsrChangeRequest]],
+    ) -> bool:
+        topic = node.topic
+        unclean = (
+            str(
+                topic.configs.get(
+                    "unclean.leader.election.enable",
+                    str(self.settings.unclean_leader_election_enable),
+                )
+            ).lower()
+            == "true"
+        )
+        changed = False
+        for request in isr_requests.get(topic.name, {}).values():
+            state = topic.partitions.get(request.partition)
+            if state is None:
+                continue
+            new = elections.apply_isr_change(
+                state, request.leader_epoch, request.partition_epoch, request.isr, live
+            )
+            if new is not None:
+                topic.partitions[request.partition] = new
+                changed = True
+            else:
+                log.info(
+                    "refused ISR change %s for %s-%d (state: epoch %d, partition epoch %d)",
+                    request.isr,
+                    topic.name,
+                    request.partition,
+                    state.leader_epoch,
+                    state.partition_epoch,
+                )
+        for index, state in topic.partitions.items():
+            new = None
+            if state.leader_epoch == UNINITIALIZED_EPOCH:
+                new = elections.initial_state(state.replicas, live - shutting_down)
+            else:
+                new = elections.on_brokers_changed(state, live, unclean, shutting_down)
+                for broker in shutting_down:
+                    moved = elections.move_leadership_away(
+                        new or state, broker, live, shutting_down
+                    )
+                    new = moved or new
+                if new is None and preferred_election:
+                    new = elections.preferred_leader(state, live, shutting_down)
+            if new is not None:
+                if new.leader != state.leader:
+                    log.info(
+                        "%s-%d: leader %d -> %d at leader epoch %d%s (isr %s)",
+                        topic.name,
+                        index,
+                        state.leader,
+                        new.leader,
+                        new.leader_epoch,
+                        " (unclean)" if new.elected_uncleanly else "",
+                        new.isr,
+                    )
+                topic.partitions[index] = new
+                changed = True
+        return changed

@@ -1,0 +1,111 @@
+"""Where cluster state lives in the metastore, and how each node's data is encoded.
+
+The tree follows Kafka's ZooKeeper layout where Kafka has one:
+
+    /cluster/id                        the cluster id
+    /controller                        ephemeral: {"brokerid": N} of the active controller
+    /controller_epoch                  the controller epoch; every controller write checks
+                                       this node's version, so a deposed controller's
+                                       writes fail
+    /brokers/ids/<id>                  ephemeral: a live broker's endpoint
+    /brokers/topics/<name>             topic id, configs and every partition's state
+                                       (leader, leader epoch, replicas, ISR, ...)
+    /admin/delete_topics/<name>        a request to delete a topic
+    /admin/controlled_shutdown/<id>    ephemeral: broker <id> is stopping
+    /admin/preferred_replica_election  a request to move leaders back to preferred replicas
+    /isr_change/<seq>                  a leader's proposal to change one partition's ISR
+    /latest_producer_id_block          the last producer id handed out
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import asdict, dataclass
+
+from epochlog.broker.metadata_cache import BrokerEndpoint, TopicMetadata
+from epochlog.replication.partition import PartitionState
+
+CLUSTER_ID = "/cluster/id"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+BROKER_IDS = "/brokers/ids"
+TOPICS = "/brokers/topics"
+DELETE_TOPICS = "/admin/delete_topics"
+CONTROLLED_SHUTDOWN = "/admin/controlled_shutdown"
+PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
+ISR_CHANGE = "/isr_change"
+PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+
+PERSISTENT_PATHS = (BROKER_IDS, TOPICS, DELETE_TOPICS, CONTROLLED_SHUTDOWN, ISR_CHANGE)
+
+
+def broker_path(broker_id: int) -> str:
+    return f"{BROKER_IDS}/{broker_id}"
+
+
+def topic_path(name: str) -> str:
+    return f"{TOPICS}/{name}"
+
+
+def encode_json(value: object) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+
+
+def encode_broker(endpoint: BrokerEndpoint) -> bytes:
+    return encode_json({"host": endpoint.host, "port": endpoint.port, "rack": endpoint.rack})
+
+
+def decode_broker(broker_id: int, data: bytes) -> BrokerEndpoint:
+    fields = json.loads(data)
+    return BrokerEndpoint(broker_id, fields["host"], int(fields["port"]), fields.get("rack"))
+
+
+@dataclass
+class TopicNode:
+    """A topic as stored: its metadata plus the epoch of the controller that wrote it."""
+
+    topic: TopicMetadata
+    controller_epoch: int
+
+    def encode(self) -> bytes:
+        return encode_json(
+            {
+                "topic_id": str(self.topic.topic_id),
+                "configs": self.topic.configs,
+                "controller_epoch": self.controller_epoch,
+                "partitions": {
+                    str(index): asdict(state) for index, state in self.topic.partitions.items()
+                },
+            }
+        )
+
+    @classmethod
+    def decode(cls, name: str, data: bytes) -> TopicNode:
+        fields = json.loads(data)
+        partitions = {
+            int(index): PartitionState(**state) for index, state in fields["partitions"].items()
+        }
+        topic = TopicMetadata(
+            name=name,
+            topic_id=uuid.UUID(fields["topic_id"]),
+            partitions=partitions,
+            configs=dict(fields.get("configs", {})),
+        )
+        return cls(topic, int(fields.get("controller_epoch", 0)))
+
+
+@dataclass(frozen=True)
+class IsrChangeRequest:
+    topic: str
+    partition: int
+    leader_epoch: int
+    partition_epoch: int
+    isr: list[int]
+
+    def encode(self) -> bytes:
+        return encode_json(asdict(self))
+
+    @classmethod
+    def decode(cls, data: bytes) -> IsrChangeRequest:
+        return cls(**json.loads(data))
