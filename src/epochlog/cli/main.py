@@ -1,4 +1,11 @@
-"""``epochlog`` command line."""
+"""epochlog: a Kafka-compatible replicated commit log.
+
+epochlog broker ...        run one broker
+epochlog up --brokers N    run a local cluster of N broker processes on loopback
+epochlog topics ...        create, delete, list and describe topics
+epochlog status            leaders, epochs, ISR, high watermarks, replica logs
+epochlog quarantine ...    list, show and replay what truncations kept aside
+"""
 
 from __future__ import annotations
 
@@ -11,8 +18,13 @@ from collections.abc import Sequence
 
 from epochlog.broker.broker import Broker
 from epochlog.broker.config import BrokerConfig, parse_properties
+from epochlog.cli import admin_commands, quarantine
+from epochlog.cli.cluster import LocalCluster, run_local_cluster
 from epochlog.cli.logs import configure_logging
+from epochlog.protocol.errors import KafkaError
 from epochlog.seams import real_seams
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
 
 def _key_value(text: str) -> tuple[str, str]:
@@ -33,12 +45,15 @@ def _broker_config(args: argparse.Namespace) -> BrokerConfig:
         props["listeners"] = args.listeners
     if args.log_dirs:
         props["log.dirs"] = args.log_dirs
+    if args.metastore:
+        props["metastore"] = args.metastore
     props.update(dict(args.set or []))
     return BrokerConfig.from_mapping(props)
 
 
 async def run_broker(config: BrokerConfig) -> None:
-    """Serve until SIGTERM or SIGINT, then stop cleanly (flush, checkpoints)."""
+    """Serve until SIGTERM or SIGINT, then stop cleanly (leadership handed away, flush,
+    checkpoints)."""
     broker = Broker(config, real_seams())
     await broker.start()
     stop = asyncio.Event()
@@ -66,24 +81,64 @@ def _cmd_broker(args: argparse.Namespace) -> int:
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
-    data = os.path.abspath(args.data_dir)
-    os.makedirs(data, exist_ok=True)
-    props = {
-        "broker.id": "0",
-        "listeners": f"PLAINTEXT://127.0.0.1:{args.port}",
-        "log.dirs": os.path.join(data, "broker-0"),
-    }
-    props.update(dict(args.set or []))
-    configure_logging(args.log_level)
-    config = BrokerConfig.from_mapping(props)
-    print(f"bootstrap.servers=127.0.0.1:{args.port}  (data in {data}; Ctrl-C stops)", flush=True)
-    with asyncio.Runner() as runner:
-        runner.run(run_broker(config))
+    cluster = LocalCluster(
+        os.path.abspath(args.data_dir), args.brokers, args.port, dict(args.set or [])
+    )
+    return run_local_cluster(cluster)
+
+
+def _run(coro: object) -> int:
+    try:
+        print(asyncio.run(coro))  # type: ignore[arg-type]
+    except (KafkaError, OSError, ValueError, RuntimeError) as exc:
+        print(f"epochlog: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 
+def _cmd_topics(args: argparse.Namespace) -> int:
+    if args.action == "create":
+        return _run(
+            admin_commands.topics_create(
+                args.bootstrap_server,
+                args.topic,
+                args.partitions,
+                args.replication_factor,
+                dict(args.config or []),
+            )
+        )
+    if args.action == "delete":
+        return _run(admin_commands.topics_delete(args.bootstrap_server, args.topic))
+    if args.action == "list":
+        return _run(admin_commands.topics_list(args.bootstrap_server))
+    names = [args.topic] if args.topic else None
+    return _run(admin_commands.topics_describe(args.bootstrap_server, names))
+
+
+async def _status(bootstrap: str, as_json: bool) -> str:
+    return admin_commands.format_status(await admin_commands.cluster_status(bootstrap), as_json)
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    return _run(_status(args.bootstrap_server, args.json))
+
+
+async def _const(text: str) -> str:
+    return text
+
+
+def _cmd_quarantine(args: argparse.Namespace) -> int:
+    if args.action == "list":
+        return _run(_const(quarantine.format_entries(quarantine.entries(args.log_dirs.split(",")))))
+    if args.action == "show":
+        return _run(_const(quarantine.show(args.file)))
+    return _run(quarantine.replay(args.file, args.bootstrap_server, args.topic, args.partition))
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="epochlog", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="epochlog", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     broker = sub.add_parser("broker", help="run one broker")
@@ -91,6 +146,10 @@ def build_parser() -> argparse.ArgumentParser:
     broker.add_argument("--broker-id", type=int)
     broker.add_argument("--listeners", help="PLAINTEXT://HOST:PORT")
     broker.add_argument("--log-dirs", help="comma-separated log directories")
+    broker.add_argument(
+        "--metastore",
+        help="zk://HOST:PORT[/chroot] | sqlite:///PATH | memory:// (default: SQLite in log dir)",
+    )
     broker.add_argument(
         "--set",
         action="append",
@@ -101,15 +160,45 @@ def build_parser() -> argparse.ArgumentParser:
     broker.add_argument("--log-level", default="INFO")
     broker.set_defaults(func=_cmd_broker)
 
-    up = sub.add_parser("up", help="run a local cluster on loopback")
+    up = sub.add_parser("up", help="run a local cluster of broker processes on loopback")
+    up.add_argument("--brokers", type=int, default=3)
     up.add_argument("--data-dir", default="var/epochlog")
-    up.add_argument("--port", type=int, default=9092)
+    up.add_argument("--port", type=int, default=9092, help="first broker's port")
     up.add_argument("--set", action="append", type=_key_value, metavar="KEY=VALUE")
-    up.add_argument("--log-level", default="INFO")
     up.set_defaults(func=_cmd_up)
+
+    topics = sub.add_parser("topics", help="create, delete, list or describe topics")
+    topics.add_argument("action", choices=["create", "delete", "list", "describe"])
+    topics.add_argument("topic", nargs="?")
+    topics.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP)
+    topics.add_argument("--partitions", type=int, default=-1)
+    topics.add_argument("--replication-factor", type=int, default=-1)
+    topics.add_argument("--config", action="append", type=_key_value, metavar="KEY=VALUE")
+    topics.set_defaults(func=_cmd_topics)
+
+    status = sub.add_parser("status", help="per-partition leadership and offsets")
+    status.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP)
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(func=_cmd_status)
+
+    kept = sub.add_parser("quarantine", help="what truncations kept aside")
+    kept.add_argument("action", choices=["list", "show", "replay"])
+    kept.add_argument("file", nargs="?", help="a quarantine .log file (show, replay)")
+    kept.add_argument("--log-dirs", default="var/epochlog/broker-0")
+    kept.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP)
+    kept.add_argument("--topic")
+    kept.add_argument("--partition", type=int, default=0)
+    kept.set_defaults(func=_cmd_quarantine)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "topics" and args.action in ("create", "delete") and not args.topic:
+        parser.error(f"topics {args.action} needs a topic name")
+    if args.command == "quarantine" and args.action != "list" and not args.file:
+        parser.error(f"quarantine {args.action} needs a file")
+    if args.command == "quarantine" and args.action == "replay" and not args.topic:
+        parser.error("quarantine replay needs --topic")
     return args.func(args)

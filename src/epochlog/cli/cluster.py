@@ -1,0 +1,111 @@
+"""``epochlog up``: a local cluster of broker processes on loopback."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+UP_SESSION_TIMEOUT_MS = 6000
+
+
+@dataclass
+class LocalCluster:
+    data_dir: str
+    brokers: int
+    base_port: int
+    settings: dict[str, str]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{self.base_port + i}" for i in range(self.brokers))
+
+    @property
+    def metastore(self) -> str:
+        return "sqlite://" + os.path.join(self.data_dir, "metastore.db")
+
+    def command(self, broker_id: int) -> list[str]:
+        settings = {
+            "zookeeper.session.timeout.ms": str(UP_SESSION_TIMEOUT_MS),
+            "default.replication.factor": str(min(3, self.brokers)),
+            "offsets.topic.replication.factor": str(min(3, self.brokers)),
+            **self.settings,
+        }
+        command = [
+            sys.executable, "-m", "epochlog", "broker",
+            "--broker-id", str(broker_id),
+            "--listeners", f"PLAINTEXT://127.0.0.1:{self.base_port + broker_id}",
+            "--log-dirs", os.path.join(self.data_dir, f"broker-{broker_id}"),
+            "--metastore", self.metastore,
+        ]  # fmt: skip
+        for key, value in settings.items():
+            command += ["--set", f"{key}={value}"]
+        return command
+
+
+def _wait_listening(port: int, process: subprocess.Popen, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"broker on port {port} exited with {process.returncode}")
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise RuntimeError(f"broker on port {port} did not start within {timeout_s:.0f} s")
+
+
+def run_local_cluster(cluster: LocalCluster) -> int:
+    """Start the brokers, print the bootstrap servers, stop them all on Ctrl-C/SIGTERM."""
+    os.makedirs(cluster.data_dir, exist_ok=True)
+    processes: list[subprocess.Popen] = []
+    stopping = False
+
+    def stop(*_args: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    try:
+        for broker_id in range(cluster.brokers):
+            log_path = os.path.join(cluster.data_dir, f"broker-{broker_id}.log")
+            with open(log_path, "ab") as log_file:
+                processes.append(
+                    subprocess.Popen(
+                        cluster.command(broker_id),
+                        stdout=log_file,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                    )
+                )
+        for broker_id, process in enumerate(processes):
+            _wait_listening(cluster.base_port + broker_id, process, 60)
+        print(f"bootstrap.servers={cluster.bootstrap}", flush=True)
+        print(
+            f"{cluster.brokers} broker(s), metastore {cluster.metastore}, logs in"
+            f" {cluster.data_dir}/broker-N.log; Ctrl-C stops them all",
+            flush=True,
+        )
+        exited: set[int] = set()
+        while not stopping:
+            for broker_id, process in enumerate(processes):
+                if broker_id not in exited and process.poll() is not None:
+                    exited.add(broker_id)
+                    print(f"broker {broker_id} exited with {process.returncode}", flush=True)
+            time.sleep(0.2)
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in processes:
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        print("all brokers stopped", flush=True)
+    return 0

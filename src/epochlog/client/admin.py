@@ -1,0 +1,206 @@
+"""AsyncAdmin: topics and cluster description over the Kafka protocol."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka.protocol.admin import CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest
+from kafka.protocol.consumer import ListOffsetsRequest
+from kafka.protocol.metadata import MetadataRequest
+
+from epochlog.client.connection import BrokerConnection
+from epochlog.protocol.errors import ErrorCode, KafkaError
+from epochlog.seams import Network
+
+EARLIEST = -2
+LATEST = -1
+# Kafka's replica id for tools: a debugging request may ask any replica for its log end.
+DEBUGGING_REPLICA_ID = -2
+CONSUMER_REPLICA_ID = -1
+
+
+@dataclass
+class PartitionInfo:
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+    offline_replicas: list[int]
+    error: str | None = None
+
+
+@dataclass
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    partitions: list[PartitionInfo]
+    error: str | None = None
+
+
+@dataclass
+class ClusterInfo:
+    cluster_id: str | None
+    controller_id: int
+    brokers: dict[int, tuple[str, int]]
+    topics: dict[str, TopicInfo] = field(default_factory=dict)
+
+
+def _raise_for(code: int, what: str) -> None:
+    if code != ErrorCode.NONE:
+        raise KafkaError(ErrorCode(code), what)
+
+
+def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
+    out = []
+    for item in servers.split(","):
+        host, _, port = item.strip().rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"bootstrap.servers: expected HOST:PORT, got {item!r}")
+        out.append((host, int(port)))
+    return out
+
+
+class AsyncAdmin:
+    def __init__(self, network: Network, bootstrap_servers: str) -> None:
+        self._network = network
+        self._bootstrap = parse_bootstrap(bootstrap_servers)
+        self._connections: dict[tuple[str, int], BrokerConnection] = {}
+        self._brokers: dict[int, tuple[str, int]] = {}
+
+    async def _connection(self, address: tuple[str, int]) -> BrokerConnection:
+        conn = self._connections.get(address)
+        if conn is None:
+            conn = await BrokerConnection.open(self._network, *address, client_id="epochlog-admin")
+            self._connections[address] = conn
+        return conn
+
+    async def _any(self) -> BrokerConnection:
+        errors = []
+        for address in list(self._brokers.values()) + self._bootstrap:
+            try:
+                return await self._connection(address)
+            except OSError as exc:
+                errors.append(f"{address[0]}:{address[1]}: {exc}")
+        raise ConnectionError("no broker reachable: " + "; ".join(errors))
+
+    async def broker(self, broker_id: int) -> BrokerConnection:
+        return await self._connection(self._brokers[broker_id])
+
+    async def describe_cluster(self, topics: list[str] | None = None) -> ClusterInfo:
+        request = MetadataRequest(
+            topics=None
+            if topics is None
+            else [MetadataRequest.MetadataRequestTopic(name=t, topic_id=None) for t in topics],
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
+        response = await (await self._any()).send(request, 12)
+        self._brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
+        info = ClusterInfo(response.cluster_id, response.controller_id, dict(self._brokers))
+        for topic in response.topics:
+            info.topics[topic.name] = TopicInfo(
+                topic.name,
+                topic.topic_id,
+                [
+                    PartitionInfo(
+                        p.partition_index,
+                        p.leader_id,
+                        p.leader_epoch,
+                        list(p.replica_nodes),
+                        list(p.isr_nodes),
+                        list(p.offline_replicas),
+                        ErrorCode(p.error_code).name if p.error_code else None,
+                    )
+                    for p in sorted(topic.partitions, key=lambda p: p.partition_index)
+                ],
+                ErrorCode(topic.error_code).name if topic.error_code else None,
+            )
+        return info
+
+    async def create_topic(
+        self,
+        name: str,
+        partitions: int = -1,
+        replication_factor: int = -1,
+        configs: dict[str, str] | None = None,
+        timeout_ms: int = 30000,
+    ) -> uuid.UUID:
+        request = CreateTopicsRequest(
+            topics=[
+                CreateTopicsRequest.CreatableTopic(
+                    name=name,
+                    num_partitions=partitions,
+                    replication_factor=replication_factor,
+                    assignments=[],
+                    configs=[
+                        CreateTopicsRequest.CreatableTopic.CreatableTopicConfig(name=k, value=v)
+                        for k, v in (configs or {}).items()
+                    ],
+                )
+            ],
+            timeout_ms=timeout_ms,
+            validate_only=False,
+        )
+        (result,) = (await (await self._any()).send(request, 7)).topics
+        _raise_for(result.error_code, result.error_message or name)
+        return result.topic_id
+
+    async def delete_topic(self, name: str, timeout_ms: int = 30000) -> None:
+        request = DeleteTopicsRequest(
+            topics=[DeleteTopicsRequest.DeleteTopicState(name=name, topic_id=uuid.UUID(int=0))],
+            timeout_ms=timeout_ms,
+        )
+        (result,) = (await (await self._any()).send(request, 6)).responses
+        _raise_for(result.error_code, result.error_message or name)
+
+    async def describe_topic_configs(self, name: str) -> dict[str, str]:
+        request = DescribeConfigsRequest(
+            resources=[
+                DescribeConfigsRequest.DescribeConfigsResource(
+                    resource_type=2, resource_name=name, configuration_keys=None
+                )
+            ],
+            include_synonyms=False,
+            include_documentation=False,
+        )
+        (result,) = (await (await self._any()).send(request, 4)).results
+        _raise_for(result.error_code, result.error_message or name)
+        return {c.name: c.value for c in result.configs}
+
+    async def list_offset(
+        self,
+        broker_id: int,
+        topic: str,
+        partition: int,
+        timestamp: int,
+        replica_id: int = CONSUMER_REPLICA_ID,
+    ) -> tuple[int, int]:
+        """(offset, leader_epoch) that ``broker_id`` answers for ``timestamp``."""
+        request = ListOffsetsRequest(
+            replica_id=replica_id,
+            isolation_level=0,
+            topics=[
+                ListOffsetsRequest.ListOffsetsTopic(
+                    name=topic,
+                    partitions=[
+                        ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
+                            partition_index=partition,
+                            current_leader_epoch=-1,
+                            timestamp=timestamp,
+                        )
+                    ],
+                )
+            ],
+        )
+        response = await (await self.broker(broker_id)).send(request, 7)
+        answer: Any = response.topics[0].partitions[0]
+        _raise_for(answer.error_code, f"{topic}-{partition} on broker {broker_id}")
+        return answer.offset, answer.leader_epoch
+
+    async def close(self) -> None:
+        for conn in self._connections.values():
+            await conn.close()
+        self._connections.clear()
