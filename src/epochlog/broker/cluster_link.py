@@ -77,16 +77,21 @@ class ClusterLink:
         """Register this broker and start following the cluster's state."""
         self._endpoint = endpoint
         await self._ensure_cluster_id()
-        await self._register(session_timeout_s)
-        self.store.on_session_expired(self._on_session_expired)
+        # Learn the cluster first, so that even while a previous incarnation's
+        # registration lingers this broker answers Metadata with what it knows.
         await self.store.watch_children(layout.BROKER_IDS, self._refresh_brokers)
         await self.store.watch_data(layout.CONTROLLER, self._refresh_controller)
         await self.store.watch_children(layout.TOPICS, self._refresh_topics)
         await self._refresh_brokers()
         await self._refresh_controller()
         await self._refresh_topics()
+        await self._register(session_timeout_s)
+        self.store.on_session_expired(self._on_session_expired)
 
     async def _ensure_cluster_id(self) -> None:
+        for path in layout.PERSISTENT_PATHS:
+            with contextlib.suppress(NodeExistsError):
+                await self.store.create(path, b"", make_parents=True)
         try:
             data, _ = await self.store.get(layout.CLUSTER_ID)
         except NoNodeError:

@@ -76,9 +76,7 @@ class Controller:
         self._stopped = False
 
     async def start(self) -> None:
-        for path in layout.PERSISTENT_PATHS:
-            with contextlib.suppress(NodeExistsError):
-                await self.store.create(path, b"", make_parents=True)
+        """Contend for control; the broker's ClusterLink has created the tree already."""
         await self.store.watch_data(layout.CONTROLLER, self._on_controller_change)
         self.store.on_session_expired(self._on_session_expired)
         await self._try_to_become_controller()
