@@ -64,7 +64,12 @@ class Cluster:
     def create_topic(
         self, name: str, partitions: int = 1, replication: int = 3, **config: str
     ) -> None:
-        topic = NewTopic(name, partitions, replication, config={k.replace("_", "."): v for k, v in config.items()})
+        topic = NewTopic(
+            name,
+            partitions,
+            replication,
+            config={k.replace("_", "."): v for k, v in config.items()},
+        )
         self.admin().create_topics([topic], operation_timeout=30)[name].result(60)
         wait_until(
             lambda: all(p.leader >= 0 for p in self.metadata(name)["partitions"]),
@@ -74,9 +79,9 @@ class Cluster:
 
     def metadata(self, topic: str, via: int | None = None) -> dict[str, Any]:
         """Metadata v12 of one topic as a chosen (or any live) broker answers it."""
-        brokers = [self.brokers[via]] if via is not None else [
-            b for b in self.brokers if b.is_running()
-        ]
+        brokers = (
+            [self.brokers[via]] if via is not None else [b for b in self.brokers if b.is_running()]
+        )
         return asyncio.run(_metadata(brokers[0].port, topic))
 
     def leader(self, topic: str, partition: int = 0) -> tuple[int, int]:
@@ -131,7 +136,9 @@ async def _controller(port: int) -> int:
     try:
         response = await conn.send(
             MetadataRequest(
-                topics=[], allow_auto_topic_creation=False, include_topic_authorized_operations=False
+                topics=[],
+                allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False,
             ),
             12,
         )
