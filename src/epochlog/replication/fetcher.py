@@ -175,6 +175,8 @@ class LeaderFetcher:
         conn = await self._connection()
         sent = {(fp.partition.topic, fp.partition.index): fp for fp in ready}
         send = asyncio.ensure_future(conn.send(self._request(ready), FETCH_VERSION))
+        # If this task is cancelled mid-request, the send ends with the connection.
+        send.add_done_callback(_retrieve)
         timeout_s = self._settings.replica_socket_timeout_ms / 1000
         if not await wait_or_timeout(self._clock, send, timeout_s):
             await self._close()
@@ -308,6 +310,11 @@ class LeaderFetcher:
             return False
         partition.append_as_follower(records[start:usable])
         return True
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 class ReplicaFetcherManager:

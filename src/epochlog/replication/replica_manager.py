@@ -68,6 +68,7 @@ class ReplicaManager:
         )
         self._tasks: set[asyncio.Task[None]] = set()
         self._isr_task: asyncio.Task[None] | None = None
+        self.stopped = False
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -76,7 +77,8 @@ class ReplicaManager:
         self._isr_task = asyncio.get_running_loop().create_task(self._isr_expiration_loop())
 
     async def stop(self) -> None:
-        """Stop fetching, checking and proposing; pending waits end at their timeouts."""
+        """Stop fetching, checking and proposing; waiting requests are answered now."""
+        self.stopped = True
         tasks = [t for t in (self._isr_task, *self._tasks) if t is not None]
         for task in tasks:
             task.cancel()
@@ -188,7 +190,7 @@ class ReplicaManager:
                 if answers[i] is None:
                     answers[i] = wait.partition.ack_status(wait.required_offset, wait.leader_epoch)
             remaining = deadline - self.clock.monotonic()
-            if all(a is not None for a in answers) or remaining <= 0:
+            if all(a is not None for a in answers) or remaining <= 0 or self.stopped:
                 break
             await self._changed.wait(self.clock, remaining)
         return [ErrorCode.REQUEST_TIMED_OUT if a is None else a for a in answers]

@@ -147,7 +147,8 @@ async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -
     while True:
         topics, budget, any_error = _read_all(broker, request, version)
         remaining = deadline - clock.monotonic()
-        if budget.total >= request.min_bytes or any_error or remaining <= 0:
+        stopping = broker.replica_manager.stopped
+        if budget.total >= request.min_bytes or any_error or remaining <= 0 or stopping:
             break
         await broker.replica_manager.wait_for_data(remaining)
     return RawResponse(encode_fetch_response(version, topics))

@@ -1,0 +1,310 @@
+"""Several replica managers in one event loop, each served on its own loopback port by
+the real request channel, with a stand-in for the controller that decides partition
+states and delivers them to the brokers it chooses (so a test can make one learn late).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import dataclasses
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
+from kafka.protocol.producer import ProduceRequest
+
+from epochlog.broker.handlers import fetch, list_offsets, offset_for_leader_epoch, produce
+from epochlog.broker.server import ConnectionLoop, RequestChannel
+from epochlog.client.connection import BrokerConnection
+from epochlog.protocol.apis import ApiKey
+from epochlog.protocol.records import build_batch, iter_records
+from epochlog.replication.partition import PartitionState
+from epochlog.replication.replica_manager import ReplicaManager
+from epochlog.replication.settings import ReplicationSettings
+from epochlog.seams import Seams, Server, real_seams
+from epochlog.storage.config import LogConfig
+from epochlog.storage.log_manager import LogManager
+
+HANDLERS = {
+    ApiKey.PRODUCE: produce.handle,
+    ApiKey.FETCH: fetch.handle,
+    ApiKey.LIST_OFFSETS: list_offsets.handle,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch.handle,
+}
+FAST = {"replica.fetch.wait.max.ms": "100", "replica.fetch.backoff.ms": "50"}
+
+
+@dataclass
+class Topic:
+    """The part of the controller's topic metadata that apply_topic reads."""
+
+    name: str
+    topic_id: uuid.UUID
+    partitions: dict[int, PartitionState]
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+class Topics:
+    """The metadata-cache calls the Fetch handler makes."""
+
+    def __init__(self) -> None:
+        self.by_name: dict[str, Topic] = {}
+
+    def topic(self, name: str) -> Topic | None:
+        return self.by_name.get(name)
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        return next((t.name for t in self.by_name.values() if t.topic_id == topic_id), None)
+
+
+class Node:
+    """One broker's replication stack: what the request handlers see as ``broker``."""
+
+    def __init__(self, cluster: Cluster, broker_id: int, log_dir: Path) -> None:
+        self.cluster = cluster
+        self.broker_id = broker_id
+        self.log_dir = log_dir
+        self.seams: Seams = real_seams(seed=broker_id)
+        self.metadata_cache = Topics()
+        self.port = 0
+        self.running = False
+        self._server: Server | None = None
+        self._connections: ConnectionLoop | None = None
+
+    async def start(self) -> None:
+        self.log_manager = LogManager(
+            self.seams.disk, self.seams.clock, [str(self.log_dir)], LogConfig()
+        )
+        self.log_manager.start()
+        self.replica_manager = ReplicaManager(
+            self.broker_id,
+            self.log_manager,
+            self.seams,
+            ReplicationSettings.from_properties(self.cluster.settings),
+            self.cluster.endpoint_of,
+            self.cluster.propose_isr,
+        )
+        self._connections = ConnectionLoop(RequestChannel(HANDLERS, self), 1 << 30, 600)
+        self._server = await self.seams.network.serve("127.0.0.1", 0, self._connections.serve)
+        self.port = self._server.port
+        await self.replica_manager.start()
+        self.running = True
+
+    async def stop(self) -> None:
+        """Like a broker process going away: listener and connections closed at once."""
+        self.running = False
+        assert self._server is not None and self._connections is not None
+        self._server.close()
+        for conn in list(self._connections.open_connections):
+            conn.close()
+        await self.replica_manager.stop()
+        self.log_manager.close()
+
+    def partition(self, topic: str = "t", index: int = 0) -> Any:
+        return self.replica_manager.partition(topic, index)
+
+    async def connect(self) -> BrokerConnection:
+        return await BrokerConnection.open(self.seams.network, "127.0.0.1", self.port)
+
+
+class Cluster:
+    """The test's controller: partition states, ISR compare-and-set, delivery."""
+
+    def __init__(self, base: Path, size: int = 3, **settings: str) -> None:
+        self.settings = {**FAST, **settings}
+        self.nodes = {i: Node(self, i, base / f"broker{i}") for i in range(size)}
+        self.topics: dict[str, Topic] = {}
+        self.proposals: list[tuple[int, list[int], bool]] = []
+
+    async def __aenter__(self) -> Cluster:
+        for node in self.nodes.values():
+            await node.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for node in self.nodes.values():
+            if node.running:
+                await node.stop()
+
+    def endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
+        node = self.nodes.get(broker_id)
+        return ("127.0.0.1", node.port) if node is not None and node.port else None
+
+    def create(self, name: str, leader: int = 0, isr: list[int] | None = None, **configs: str):
+        replicas = sorted(self.nodes)
+        state = PartitionState(leader, 0, replicas, list(isr or replicas))
+        self.topics[name] = Topic(name, uuid.uuid4(), {0: state}, dict(configs))
+        self.publish(name)
+
+    def state(self, name: str = "t") -> PartitionState:
+        return self.topics[name].partitions[0]
+
+    def change(self, name: str = "t", to: list[int] | None = None, **fields: Any) -> None:
+        """A new state (partition epoch bumped; leader epoch too if the leader changes)."""
+        old = self.state(name)
+        bump = 1 if "leader" in fields else 0
+        new = dataclasses.replace(
+            old,
+            leader_epoch=old.leader_epoch + bump,
+            partition_epoch=old.partition_epoch + 1,
+            **fields,
+        )
+        self.topics[name].partitions[0] = new
+        self.publish(name, to)
+
+    def publish(self, name: str, to: list[int] | None = None) -> None:
+        topic = self.topics[name]
+        for broker_id in to if to is not None else list(self.nodes):
+            node = self.nodes[broker_id]
+            if node.running:
+                view = copy.deepcopy(topic)
+                node.metadata_cache.by_name[name] = view
+                config = LogConfig().with_overrides(view.configs)
+                node.replica_manager.apply_topic(view, config)  # type: ignore[arg-type]
+
+    async def propose_isr(
+        self, name: str, index: int, leader_epoch: int, partition_epoch: int, new_isr: list[int]
+    ) -> PartitionState | None:
+        """Compare-and-set on the partition epoch; offline replicas never join."""
+        current = self.state(name)
+        accepted = (current.leader_epoch, current.partition_epoch) == (
+            leader_epoch,
+            partition_epoch,
+        ) and not set(new_isr) & set(current.offline_replicas)
+        self.proposals.append((partition_epoch, list(new_isr), accepted))
+        if not accepted:
+            return None
+        self.change(name, isr=list(new_isr))
+        return self.state(name)
+
+
+def batch(values: list[bytes]) -> bytes:
+    return build_batch([(None, v, [], 1_700_000_000_000 + i) for i, v in enumerate(values)])
+
+
+def values_in(log: Any, start: int = 0) -> list[tuple[int, bytes]]:
+    """(offset, value) of every record of a log from ``start``, read from disk."""
+    out = []
+    read = log.read(start, 1 << 30, max_offset=None)
+    for s in read.slices:
+        data = s.file.pread(s.size, s.position)
+        pos = 0
+        while pos < len(data):
+            size = int.from_bytes(data[pos + 8 : pos + 12], "big") + 12
+            out += [(r.offset, r.value) for r in iter_records(data[pos : pos + size])]
+            pos += size
+    return out
+
+
+async def produce_to(
+    node: Node, values: list[bytes], acks: int = -1, timeout_ms: int = 10_000
+) -> Any:
+    conn = await node.connect()
+    try:
+        request = ProduceRequest(
+            transactional_id=None,
+            acks=acks,
+            timeout_ms=timeout_ms,
+            topic_data=[
+                ProduceRequest.TopicProduceData(
+                    name="t",
+                    partition_data=[
+                        ProduceRequest.TopicProduceData.PartitionProduceData(
+                            index=0, records=batch(values)
+                        )
+                    ],
+                )
+            ],
+        )
+        response = await conn.send(request, 9)
+        return response.responses[0].partition_responses[0]
+    finally:
+        await conn.close()
+
+
+def fetch_request(
+    offset: int,
+    *,
+    replica_id: int = -1,
+    current_epoch: int = -1,
+    last_epoch: int = -1,
+    max_wait_ms: int = 0,
+) -> FetchRequest:
+    return FetchRequest(
+        replica_id=replica_id,
+        max_wait_ms=max_wait_ms,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[
+            FetchRequest.FetchTopic(
+                topic="t",
+                partitions=[
+                    FetchRequest.FetchTopic.FetchPartition(
+                        partition=0,
+                        current_leader_epoch=current_epoch,
+                        fetch_offset=offset,
+                        last_fetched_epoch=last_epoch,
+                        log_start_offset=-1,
+                        partition_max_bytes=1 << 20,
+                    )
+                ],
+            )
+        ],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
+
+
+async def fetch_from(node: Node, offset: int, **kwargs: Any) -> Any:
+    conn = await node.connect()
+    try:
+        response = await conn.send(fetch_request(offset, **kwargs), 12)
+        return response.responses[0].partitions[0]
+    finally:
+        await conn.close()
+
+
+async def list_latest(node: Node, replica_id: int = -1) -> Any:
+    conn = await node.connect()
+    try:
+        request = ListOffsetsRequest(
+            replica_id=replica_id,
+            isolation_level=0,
+            topics=[
+                ListOffsetsRequest.ListOffsetsTopic(
+                    name="t",
+                    partitions=[
+                        ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
+                            partition_index=0, current_leader_epoch=-1, timestamp=-1
+                        )
+                    ],
+                )
+            ],
+        )
+        response = await conn.send(request, 7)
+        return response.topics[0].partitions[0]
+    finally:
+        await conn.close()
+
+
+async def eventually(condition: Callable[[], bool | Awaitable[bool]], what: str) -> None:
+    """Poll ``condition`` until it holds; a bounded wait, not a timing assertion."""
+    for _ in range(1000):
+        result = condition()
+        if not isinstance(result, bool):
+            result = await result
+        if result:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"never happened: {what}")
+
+
+def run(scenario: Callable[[], Awaitable[Any]]) -> Any:
+    return asyncio.run(asyncio.wait_for(scenario(), 60))
