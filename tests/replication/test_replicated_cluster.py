@@ -231,3 +231,23 @@ def test_long_poll_at_the_high_watermark_wakes_when_it_moves(tmp_path: Path) -> 
             assert part.error_code == 0 and part.high_watermark == 2 and part.records
 
     run(scenario)
+
+
+def test_dead_follower_leaves_the_isr_after_lag_time_and_acks_all_resumes(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        async with Cluster(tmp_path, **{"replica.lag.time.max.ms": "300"}) as cluster:
+            cluster.create("t", leader=0, **{"min.insync.replicas": "2"})
+            n0, n1, n2 = (cluster.nodes[i] for i in range(3))
+            assert (await produce_to(n0, [b"a"])).error_code == 0
+            await n2.stop()
+            # Stuck while broker 2 is in the ISR; answered once the controller confirms
+            # the leader's proposal to drop it.
+            answer = await produce_to(n0, [b"b"])
+            assert (answer.error_code, answer.base_offset) == (0, 1)
+            assert cluster.state().isr == [0, 1]
+            assert ([0, 1], True) in [(isr, ok) for _, isr, ok in cluster.proposals]
+            assert n1.partition().log.log_end_offset == 2
+
+    run(scenario)
