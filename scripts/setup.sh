@@ -7,7 +7,13 @@
 EPOCHLOG_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 EPOCHLOG_VENV="${EPOCHLOG_VENV:-$EPOCHLOG_ROOT/.venv}"
 # Debian packages the tests run as real components: command -> package.
-EPOCHLOG_DEBIAN_TOOLS=("kcat:kcat" "iperf3:iperf3")
+# "what to check:package" — a command name, or an absolute path that must exist.
+EPOCHLOG_DEBIAN_TOOLS=(
+    "kcat:kcat"
+    "iperf3:iperf3"
+    "java:default-jre-headless"
+    "/usr/share/java/zookeeper.jar:zookeeper"
+)
 
 epochlog_log() {
     echo "[setup] $*" >&2
@@ -17,7 +23,12 @@ epochlog_log() {
 epochlog_ensure_debian_tools() {
     local missing=() entry
     for entry in "${EPOCHLOG_DEBIAN_TOOLS[@]}"; do
-        command -v "${entry%%:*}" >/dev/null 2>&1 || missing+=("${entry#*:}")
+        local check="${entry%%:*}"
+        if [[ "$check" == /* ]]; then
+            [ -e "$check" ] || missing+=("${entry#*:}")
+        else
+            command -v "$check" >/dev/null 2>&1 || missing+=("${entry#*:}")
+        fi
     done
     [ "${#missing[@]}" -eq 0 ] && return 0
     if [ "$(id -u)" -ne 0 ]; then

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from support.broker import LIVE_BROKERS, BrokerProcess, require_binary
+from support.zookeeper import ZooKeeperServer
 
 # What every test broker gets unless a test says otherwise.
 DEFAULT_SETTINGS: dict[str, object] = {"num.partitions": 1}
@@ -78,3 +79,13 @@ def kcat() -> str:
 @pytest.fixture(scope="session")
 def iperf3() -> str:
     return require_binary("iperf3")
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    """One real ZooKeeper for the whole run (Debian's package; starting takes seconds)."""
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")).start()
+    try:
+        yield server
+    finally:
+        server.stop()

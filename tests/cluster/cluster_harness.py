@@ -7,6 +7,7 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +71,8 @@ class Cluster:
             replication,
             config={k.replace("_", "."): v for k, v in config.items()},
         )
-        self.admin().create_topics([topic], operation_timeout=30)[name].result(60)
+        admin = self.admin()
+        admin.create_topics([topic], operation_timeout=30)[name].result(60)
         wait_until(
             lambda: all(p.leader >= 0 for p in self.metadata(name)["partitions"]),
             30,
@@ -127,8 +129,26 @@ async def _metadata(port: int, topic: str) -> dict[str, Any]:
         "error": entry.error_code,
         "topic_id": entry.topic_id,
         "controller": response.controller_id,
-        "partitions": sorted(entry.partitions, key=lambda p: p.partition_index),
+        "partitions": [
+            PartitionView(
+                p.partition_index,
+                p.leader_id,
+                p.leader_epoch,
+                list(p.isr_nodes),
+                list(p.offline_replicas),
+            )
+            for p in sorted(entry.partitions, key=lambda p: p.partition_index)
+        ],
     }
+
+
+@dataclass(frozen=True)
+class PartitionView:
+    index: int
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    offline: list[int]
 
 
 async def _controller(port: int) -> int:

@@ -14,5 +14,5 @@ def metastore_uri(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[st
     if request.param == "sqlite":
         yield f"sqlite://{tmp_path}/metastore.db"
     else:
-        server = request.getfixturevalue("zookeeper_server")
+        server = request.getfixturevalue("zookeeper")
         yield f"zk://127.0.0.1:{server.port}/{tmp_path.name}"

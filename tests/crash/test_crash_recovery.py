@@ -43,7 +43,10 @@ def _assert_prefix_of_stream(got: list[Got], recs: list[Rec]) -> list[int]:
         i = index_of(g.key)
         want = recs[i]
         assert (g.key, g.value, g.headers, g.timestamp) == (
-            want.key, want.value, want.headers, want.timestamp
+            want.key,
+            want.value,
+            want.headers,
+            want.timestamp,
         ), f"offset {g.offset} holds a record that differs from produced record {i}"
         indices.append(i)
     assert indices == sorted(set(indices)), "records out of produce order or duplicated"
@@ -83,8 +86,13 @@ def test_every_acknowledged_record_survives_sigkill_during_produce_stream(
         r = recs[i]
         try:
             producer.produce(
-                topic, value=r.value, key=r.key, headers=r.headers or None,
-                timestamp=r.timestamp, partition=0, on_delivery=on_delivery,
+                topic,
+                value=r.value,
+                key=r.key,
+                headers=r.headers or None,
+                timestamp=r.timestamp,
+                partition=0,
+                on_delivery=on_delivery,
             )
             i += 1
         except BufferError:
@@ -118,7 +126,7 @@ def _fill_in_batches(broker: BrokerProcess, topic: str, batches: int, per_batch:
     """Produce uncompressed records in separate flushes, so the segment holds many batches."""
     recs = make_records(batches * per_batch, "dm")
     for b in range(batches):
-        chunk = recs[b * per_batch:(b + 1) * per_batch]
+        chunk = recs[b * per_batch : (b + 1) * per_batch]
         offsets = confluent_produce(broker.bootstrap, topic, chunk, "none")
         assert offsets == list(range(b * per_batch, (b + 1) * per_batch))
     return recs

@@ -73,9 +73,5 @@ def test_kcat_query_offsets_by_timestamp_agree_with_record_timestamps(
     stamps = [g.timestamp for g in got]
     targets = timestamp_probes(stamps) + [stamps[half]]
     want = [expected_offset_for_time(stamps, t) for t in targets]
-    got_offsets = [
-        kcat_offset_for_time(kcat, module_broker.bootstrap, topic, t) for t in targets
-    ]
-    assert list(zip(targets, got_offsets, strict=True)) == list(
-        zip(targets, want, strict=True)
-    )
+    got_offsets = [kcat_offset_for_time(kcat, module_broker.bootstrap, topic, t) for t in targets]
+    assert list(zip(targets, got_offsets, strict=True)) == list(zip(targets, want, strict=True))

@@ -14,7 +14,7 @@ from kazoo.client import KazooClient
 
 from epochlog.metastore import Metastore, open_metastore
 from epochlog.seams.real import RealClock
-from metastore.zookeeper_server import ZooKeeperServer
+from support.zookeeper import ZooKeeperServer
 
 BACKENDS = ["memory", "sqlite", "zk"]
 WAIT_S = 15.0
@@ -59,8 +59,9 @@ async def settle(rounds: int = 10) -> None:
         await asyncio.sleep(0)
 
 
-async def wait_until(predicate: Callable[[], Awaitable[bool] | bool], what: str,
-                     timeout_s: float = WAIT_S) -> None:
+async def wait_until(
+    predicate: Callable[[], Awaitable[bool] | bool], what: str, timeout_s: float = WAIT_S
+) -> None:
     """A bounded wait: poll ``predicate`` until true, fail after ``timeout_s``."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
@@ -155,8 +156,11 @@ class ZkHarness(Harness):
         session_id, password = victim._client.client_id  # type: ignore[attr-defined]
 
         def takeover() -> None:
-            thief = KazooClient(hosts=self.server.hosts, client_id=(session_id, password),
-                                timeout=self.session_timeout_ms / 1000)
+            thief = KazooClient(
+                hosts=self.server.hosts,
+                client_id=(session_id, password),
+                timeout=self.session_timeout_ms / 1000,
+            )
             thief.start(15)
             thief.stop()
             thief.close()
@@ -177,8 +181,11 @@ def make_harness(name: str, tmp_path: Path, zk: ZooKeeperServer | None, test: st
     return ZkHarness(zk.uri(chroot), zk)
 
 
-def run(harness: Harness, scenario: Callable[[Harness], Coroutine[Any, Any, None]],
-        timeout_s: float = 60.0) -> None:
+def run(
+    harness: Harness,
+    scenario: Callable[[Harness], Coroutine[Any, Any, None]],
+    timeout_s: float = 60.0,
+) -> None:
     """Run an async scenario on a fresh loop, closing every client it opened."""
 
     async def main() -> None:

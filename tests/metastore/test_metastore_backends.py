@@ -14,7 +14,7 @@ from metastore_harness import ManualClock, wait_until
 from epochlog.metastore import MetastoreError, NoNodeError, open_metastore
 from epochlog.metastore.memory import drop_memory_store
 from epochlog.seams.real import RealClock
-from metastore.zookeeper_server import ZooKeeperServer
+from support.zookeeper import ZooKeeperServer
 
 HOLDER = str(Path(__file__).with_name("metastore_holder.py"))
 
@@ -42,11 +42,12 @@ def test_sigkilled_process_loses_its_ephemeral_after_the_session_timeout(
         await ms.watch_children("/brokers/ids", changes.append)
         holder = subprocess.Popen(
             [sys.executable, HOLDER, shared_uri, "hold", "/brokers/ids/3"],
-            stdout=subprocess.PIPE, text=True)
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         try:
             assert holder.stdout is not None
-            line = await asyncio.get_running_loop().run_in_executor(
-                None, holder.stdout.readline)
+            line = await asyncio.get_running_loop().run_in_executor(None, holder.stdout.readline)
             assert line.strip() == "ready"
             stat = await ms.exists("/brokers/ids/3")
             assert stat is not None and stat.ephemeral_owner not in (0, ms.session_id)
@@ -67,10 +68,11 @@ def test_cas_increments_from_several_processes_are_all_kept(shared_uri: str) -> 
     async def scenario() -> None:
         ms = await open_metastore(shared_uri, RealClock(), session_timeout_ms=5000)
         await ms.create("/counter", b"0")
-        procs = [subprocess.Popen([sys.executable, HOLDER, shared_uri, "bump", "/counter",
-                                   "20"]) for _ in range(3)]
-        codes = [await asyncio.get_running_loop().run_in_executor(None, p.wait, 60)
-                 for p in procs]
+        procs = [
+            subprocess.Popen([sys.executable, HOLDER, shared_uri, "bump", "/counter", "20"])
+            for _ in range(3)
+        ]
+        codes = [await asyncio.get_running_loop().run_in_executor(None, p.wait, 60) for p in procs]
         assert codes == [0, 0, 0]
         data, stat = await ms.get("/counter")
         assert int(data) == 60 and stat.version == 60
@@ -145,8 +147,9 @@ def test_memory_stores_are_shared_by_name_and_private_without_one() -> None:
 def test_session_timeout_comes_from_kafkas_setting_name() -> None:
     async def scenario() -> None:
         clock = ManualClock()
-        ms = await open_metastore("memory://", clock,
-                                  settings={"zookeeper.session.timeout.ms": "6000"})
+        ms = await open_metastore(
+            "memory://", clock, settings={"zookeeper.session.timeout.ms": "6000"}
+        )
         assert ms.session_timeout_ms == 6000
         default = await open_metastore("memory://", clock)
         assert default.session_timeout_ms == 18000

@@ -194,8 +194,14 @@ def test_multi_applies_all_ops_or_none(harness: Harness) -> None:
             await ms.multi([SetData("/a", b"2"), Create("/b", b""), Delete("/missing")])
         assert (await ms.get("/a"))[0] == b"1" and await ms.exists("/b") is None
         results = await ms.multi(
-            [Check("/a", 0), SetData("/a", b"2", 0), Create("/b", b"x"),
-             Create("/b/s-", sequential=True), Delete("/a")])
+            [
+                Check("/a", 0),
+                SetData("/a", b"2", 0),
+                Create("/b", b"x"),
+                Create("/b/s-", sequential=True),
+                Delete("/a"),
+            ]
+        )
         assert results[0] is None and results[2] == "/b"
         assert results[1].version == 1  # type: ignore[union-attr]
         assert results[3] == "/b/s-0000000000" and results[4] is None

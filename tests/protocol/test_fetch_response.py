@@ -12,9 +12,7 @@ RECORDS = b"\x01" * 70
 
 
 def _encode(version: int, partitions: list[PartitionData]) -> bytes:
-    parts = encode_fetch_response(
-        version, [TopicData("t", TOPIC_ID, partitions)], session_id=0
-    )
+    parts = encode_fetch_response(version, [TopicData("t", TOPIC_ID, partitions)], session_id=0)
     return b"".join(bytes(p) for p in parts)
 
 

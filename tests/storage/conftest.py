@@ -32,9 +32,7 @@ class FakeClock:
         await asyncio.sleep(0)  # yield, as a real sleep would
 
 
-def batch(
-    n: int = 1, ts: int = 1000, size: int = 10, **kwargs: object
-) -> bytearray:
+def batch(n: int = 1, ts: int = 1000, size: int = 10, **kwargs: object) -> bytearray:
     """A produced batch of ``n`` records with timestamps ts, ts+1, ..."""
     records = [(None, bytes(size), [], ts + i) for i in range(n)]
     return bytearray(build_batch(records, **kwargs))
@@ -53,8 +51,6 @@ def clock() -> FakeClock:
 @pytest.fixture
 def open_log(disk: OsDisk, clock: FakeClock, tmp_path):
     def _open(config: LogConfig | None = None, **kwargs: object) -> Log:
-        return Log.open(
-            disk, clock, str(tmp_path / "t-0"), "t", 0, config or LogConfig(), **kwargs
-        )
+        return Log.open(disk, clock, str(tmp_path / "t-0"), "t", 0, config or LogConfig(), **kwargs)
 
     return _open

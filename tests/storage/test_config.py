@@ -19,8 +19,12 @@ def test_defaults_follow_kafka():
 
 def test_topic_properties_parse_and_round_trip():
     c = LogConfig.from_properties(
-        {"segment.bytes": "1024", "retention.ms": "-1", "message.timestamp.type": "LogAppendTime",
-         "unclean.leader.election.enable": "true"}
+        {
+            "segment.bytes": "1024",
+            "retention.ms": "-1",
+            "message.timestamp.type": "LogAppendTime",
+            "unclean.leader.election.enable": "true",
+        }
     )
     assert (c.segment_bytes, c.retention_ms, c.log_append_time) == (1024, -1, True)
     assert c.unclean_leader_election_enable
@@ -44,10 +48,16 @@ def test_bad_topic_settings_raise_naming_the_setting(props, name):
 
 def test_broker_log_settings_map_to_topic_defaults_with_ms_over_minutes_over_hours():
     c = topic_defaults_from_broker(
-        {"log.retention.hours": "1", "log.retention.minutes": "2", "log.roll.hours": "3",
-         "log.segment.bytes": "4096", "message.max.bytes": "2000",
-         "log.flush.interval.messages": "7", "log.message.timestamp.type": "LogAppendTime",
-         "broker.id": "1"}
+        {
+            "log.retention.hours": "1",
+            "log.retention.minutes": "2",
+            "log.roll.hours": "3",
+            "log.segment.bytes": "4096",
+            "message.max.bytes": "2000",
+            "log.flush.interval.messages": "7",
+            "log.message.timestamp.type": "LogAppendTime",
+            "broker.id": "1",
+        }
     )
     assert c.retention_ms == 120_000
     assert c.segment_ms == 3 * 3_600_000
@@ -55,8 +65,12 @@ def test_broker_log_settings_map_to_topic_defaults_with_ms_over_minutes_over_hou
     assert c.max_message_bytes == 2000
     assert c.flush_messages == 7
     assert c.log_append_time
-    assert topic_defaults_from_broker({"log.retention.ms": "5", "log.retention.hours": "9"}
-                                      ).retention_ms == 5
+    assert (
+        topic_defaults_from_broker(
+            {"log.retention.ms": "5", "log.retention.hours": "9"}
+        ).retention_ms
+        == 5
+    )
     assert topic_defaults_from_broker({"log.retention.hours": "-1"}).retention_ms == -1
 
 

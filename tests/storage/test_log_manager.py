@@ -61,8 +61,12 @@ def test_delete_log_removes_its_directory(disk, clock, tmp_path):
 
 def test_background_loop_runs_retention_and_checkpoints_on_the_clock(disk, clock, tmp_path):
     m = manager(
-        disk, clock, tmp_path, retention_check_interval_ms=1000,
-        flush_offset_checkpoint_interval_ms=500, flush_start_offset_checkpoint_interval_ms=500,
+        disk,
+        clock,
+        tmp_path,
+        retention_check_interval_ms=1000,
+        flush_offset_checkpoint_interval_ms=500,
+        flush_start_offset_checkpoint_interval_ms=500,
     )
     log = m.create_log("t", 0, LogConfig(segment_bytes=300, retention_ms=10_000))
     for _ in range(10):

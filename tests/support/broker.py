@@ -120,9 +120,12 @@ class BrokerProcess:
     def command(self) -> list[str]:
         cmd = epochlog_command() + [
             "broker",
-            "--broker-id", str(self.broker_id),
-            "--listeners", f"PLAINTEXT://127.0.0.1:{self.port}",
-            "--log-dirs", str(self.log_dir),
+            "--broker-id",
+            str(self.broker_id),
+            "--listeners",
+            f"PLAINTEXT://127.0.0.1:{self.port}",
+            "--log-dirs",
+            str(self.log_dir),
         ]
         for key, value in self.settings.items():
             cmd += ["--set", f"{key}={value}"]
@@ -140,7 +143,10 @@ class BrokerProcess:
             out.flush()
             env = dict(os.environ, PYTHONUNBUFFERED="1")
             self.proc = subprocess.Popen(
-                self.command(), stdout=out, stderr=subprocess.STDOUT, env=env,
+                self.command(),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
                 stdin=subprocess.DEVNULL,
             )
         if self not in LIVE_BROKERS:
@@ -149,8 +155,7 @@ class BrokerProcess:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise AssertionError(
-                    f"broker exited with {self.proc.returncode} before answering\n"
-                    + self.tail()
+                    f"broker exited with {self.proc.returncode} before answering\n" + self.tail()
                 )
             if api_versions_probe("127.0.0.1", self.port, timeout=1.0):
                 return self
@@ -216,7 +221,7 @@ class BrokerProcess:
             return ""
         data = self.log_path.read_bytes()
         if since_last_start:
-            data = data[self.log_offset:]
+            data = data[self.log_offset :]
         return data.decode("utf-8", "replace")
 
     def tail(self, lines: int = 60) -> str:

@@ -79,8 +79,13 @@ def confluent_produce(
         while True:
             try:
                 producer.produce(
-                    topic, value=r.value, key=r.key, headers=r.headers or None,
-                    timestamp=r.timestamp, partition=partition, on_delivery=make_cb(i),
+                    topic,
+                    value=r.value,
+                    key=r.key,
+                    headers=r.headers or None,
+                    timestamp=r.timestamp,
+                    partition=partition,
+                    on_delivery=make_cb(i),
                 )
                 break
             except BufferError:
@@ -95,14 +100,16 @@ def confluent_produce(
 
 def confluent_consumer(bootstrap: str) -> ck.Consumer:
     """A consumer for assign/seek reads; the group id is required but never joined."""
-    return ck.Consumer({
-        "bootstrap.servers": bootstrap,
-        "group.id": "epochlog-tests-unused",
-        "enable.auto.commit": False,
-        "enable.auto.offset.store": False,
-        "check.crcs": True,
-        "enable.partition.eof": True,
-    })
+    return ck.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "epochlog-tests-unused",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "check.crcs": True,
+            "enable.partition.eof": True,
+        }
+    )
 
 
 def confluent_consume(
@@ -112,9 +119,7 @@ def confluent_consume(
     consumer = confluent_consumer(bootstrap)
     try:
         if count is None:
-            _, end = consumer.get_watermark_offsets(
-                ck.TopicPartition(topic, partition), timeout=30
-            )
+            _, end = consumer.get_watermark_offsets(ck.TopicPartition(topic, partition), timeout=30)
             count = max(0, end - start)
         consumer.assign([ck.TopicPartition(topic, partition, start)])
         got: list[Got] = []
@@ -179,8 +184,12 @@ def kafka_python_produce(
     try:
         futures = [
             producer.send(
-                topic, key=r.key, value=r.value, headers=r.headers,
-                timestamp_ms=r.timestamp, partition=partition,
+                topic,
+                key=r.key,
+                value=r.value,
+                headers=r.headers,
+                timestamp_ms=r.timestamp,
+                partition=partition,
             )
             for r in recs
         ]
@@ -266,10 +275,16 @@ def aiokafka_produce(
         try:
             futures = []
             for r in recs:
-                futures.append(await producer.send(
-                    topic, key=r.key, value=r.value, headers=r.headers,
-                    timestamp_ms=r.timestamp, partition=partition,
-                ))
+                futures.append(
+                    await producer.send(
+                        topic,
+                        key=r.key,
+                        value=r.value,
+                        headers=r.headers,
+                        timestamp_ms=r.timestamp,
+                        partition=partition,
+                    )
+                )
             metas = await asyncio.wait_for(asyncio.gather(*futures), IO_BOUND_S)
             return [m.offset for m in metas]
         finally:
@@ -285,8 +300,11 @@ def aiokafka_consume(
         from aiokafka import AIOKafkaConsumer, TopicPartition
 
         consumer = AIOKafkaConsumer(
-            bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-            check_crcs=True, max_partition_fetch_bytes=4 * 1024 * 1024,
+            bootstrap_servers=bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            check_crcs=True,
+            max_partition_fetch_bytes=4 * 1024 * 1024,
         )
         await consumer.start()
         try:
@@ -339,16 +357,35 @@ KCAT_RECORD_END = "\x1e"
 
 
 def kcat_produce(
-    kcat: str, bootstrap: str, topic: str, recs: Sequence[Rec], codec: str,
-    headers: Sequence[tuple[str, str]], partition: int = 0,
+    kcat: str,
+    bootstrap: str,
+    topic: str,
+    recs: Sequence[Rec],
+    codec: str,
+    headers: Sequence[tuple[str, str]],
+    partition: int = 0,
 ) -> None:
     """kcat -P: one record per line, key before a tab; the same headers on every record.
 
     kcat cannot set per-record timestamps or headers, so librdkafka stamps CreateTime.
     """
     lines = b"".join(r.key + b"\t" + (r.value or b"") + b"\n" for r in recs)  # type: ignore[operator]
-    cmd = [kcat, "-P", "-b", bootstrap, "-t", topic, "-p", str(partition), "-K", "\t",
-           "-X", "acks=all", "-X", "linger.ms=10"]
+    cmd = [
+        kcat,
+        "-P",
+        "-b",
+        bootstrap,
+        "-t",
+        topic,
+        "-p",
+        str(partition),
+        "-K",
+        "\t",
+        "-X",
+        "acks=all",
+        "-X",
+        "linger.ms=10",
+    ]
     if codec != "none":
         cmd += ["-z", codec]
     for name, value in headers:
@@ -360,8 +397,24 @@ def kcat_produce(
 def kcat_consume(kcat: str, bootstrap: str, topic: str, partition: int = 0) -> list[Got]:
     """kcat -C -o beginning -e with a format string carrying every field we check."""
     fmt = KCAT_FIELD_SEP.join(["%o", "%k", "%s", "%h", "%T", "%p"]) + KCAT_RECORD_END
-    cmd = [kcat, "-C", "-b", bootstrap, "-t", topic, "-p", str(partition),
-           "-o", "beginning", "-e", "-q", "-f", fmt, "-X", "check.crcs=true"]
+    cmd = [
+        kcat,
+        "-C",
+        "-b",
+        bootstrap,
+        "-t",
+        topic,
+        "-p",
+        str(partition),
+        "-o",
+        "beginning",
+        "-e",
+        "-q",
+        "-f",
+        fmt,
+        "-X",
+        "check.crcs=true",
+    ]
     res = subprocess.run(cmd, capture_output=True, timeout=IO_BOUND_S)
     assert res.returncode == 0, f"kcat -C exited {res.returncode}: {res.stderr[-2000:]!r}"
     got: list[Got] = []

@@ -89,9 +89,7 @@ def assert_same_records(
             assert have.timestamp == want.timestamp, (
                 f"{where}: timestamp {have.timestamp} != {want.timestamp}"
             )
-    assert len(got) == len(expected), (
-        f"consumed {len(got)} records, produced {len(expected)}"
-    )
+    assert len(got) == len(expected), f"consumed {len(got)} records, produced {len(expected)}"
 
 
 def expected_offset_for_time(timestamps: Sequence[int], target: int) -> int | None:

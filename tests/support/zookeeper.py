@@ -1,6 +1,6 @@
 """A real ZooKeeper server (Debian's ``zookeeper`` package) for tests.
 
-Other test packages may use it: ``from metastore.zookeeper_server import ZooKeeperServer``
+Other test packages may use it: ``from support.zookeeper import ZooKeeperServer``
 (``tests/`` is on sys.path), or the ``zookeeper`` fixture of ``tests/metastore/conftest.py``.
 A missing java or ZooKeeper makes the test fail, never skip.
 """
@@ -64,7 +64,9 @@ class ZooKeeperServer:
         with self.log_path.open("wb") as out:
             self.process = subprocess.Popen(
                 [java, "-Xmx256m", "-cp", CLASSPATH, MAIN, str(cfg)],
-                stdout=out, stderr=subprocess.STDOUT, cwd=self.base,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=self.base,
             )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
