@@ -105,7 +105,7 @@ def _read_all(broker: Any, request: Any, version: int) -> tuple[list[TopicData],
     topics: list[TopicData] = []
     any_error = False
     cache = broker.metadata_cache
-    for fetch_topic in request.topics:
+    for fetch_topic in request.topics or []:
         if version >= 13:
             topic_id = fetch_topic.topic_id
             name = cache.topic_name(topic_id)
@@ -114,7 +114,7 @@ def _read_all(broker: Any, request: Any, version: int) -> tuple[list[TopicData],
             meta = cache.topic(name)
             topic_id = meta.topic_id if meta else uuid.UUID(int=0)
         partitions = []
-        for fetch in fetch_topic.partitions:
+        for fetch in fetch_topic.partitions or []:
             if name is None:
                 partitions.append(PartitionData(fetch.partition, ErrorCode.UNKNOWN_TOPIC_ID))
             else:

@@ -64,9 +64,9 @@ async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -
         ListOffsetsResponse.ListOffsetsTopicResponse(
             name=topic.name,
             partitions=[
-                _list_one(broker, request, topic.name, p, version) for p in topic.partitions
+                _list_one(broker, request, topic.name, p, version) for p in topic.partitions or []
             ],
         )
-        for topic in request.topics
+        for topic in request.topics or []
     ]
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)

@@ -41,9 +41,10 @@ async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -
         OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult(
             topic=topic.topic,
             partitions=[
-                _end_offset(broker, replica_id, topic.topic, p, version) for p in topic.partitions
+                _end_offset(broker, replica_id, topic.topic, p, version)
+                for p in topic.partitions or []
             ],
         )
-        for topic in request.topics
+        for topic in request.topics or []
     ]
     return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)

@@ -64,9 +64,9 @@ async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -
     acks = request.acks
     responses = []
     waits: list[tuple[Any, AckWait]] = []
-    for topic_data in request.topic_data:
+    for topic_data in request.topic_data or []:
         parts = []
-        for p in topic_data.partition_data:
+        for p in topic_data.partition_data or []:
             if acks not in (0, 1, ACKS_ALL):
                 parts.append(_partition_response(p.index, ErrorCode.INVALID_REQUIRED_ACKS))
             elif request.transactional_id is not None:
