@@ -15,8 +15,9 @@ from epochlog.seams.real import RealClock
 
 
 async def main(uri: str, mode: str, path: str, arg: str) -> None:
-    ms = await open_metastore(uri, RealClock(), session_timeout_ms=1000 if mode == "hold" else 5000)
-    if mode == "hold":
+    timeouts = {"hold": 1000, "hold-long": 600_000}
+    ms = await open_metastore(uri, RealClock(), session_timeout_ms=timeouts.get(mode, 5000))
+    if mode.startswith("hold"):
         await ms.create(path, b"held", ephemeral=True)
         print("ready", flush=True)
         await asyncio.Event().wait()

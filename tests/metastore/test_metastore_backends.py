@@ -64,6 +64,44 @@ def test_sigkilled_process_loses_its_ephemeral_after_the_session_timeout(
     asyncio.run(asyncio.wait_for(scenario(), 60))
 
 
+def test_sqlite_reaps_a_dead_processs_session_without_waiting_for_its_timeout(
+    tmp_path: Path,
+) -> None:
+    """All SQLite clients share one host, so a killed broker's ephemerals go as soon as
+    another client sees its process is gone, not 10 minutes later."""
+
+    async def scenario() -> None:
+        uri = cross_process_uri("sqlite", tmp_path, None)
+        ms = await open_metastore(uri, RealClock(), session_timeout_ms=1000)
+        await ms.create("/brokers/ids", make_parents=True)
+        holder = subprocess.Popen(
+            [sys.executable, HOLDER, uri, "hold-long", "/brokers/ids/4"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert holder.stdout is not None
+            line = await asyncio.get_running_loop().run_in_executor(None, holder.stdout.readline)
+            assert line.strip() == "ready"
+            holder.send_signal(signal.SIGKILL)
+            holder.wait(10)
+
+            async def gone() -> bool:
+                return await ms.exists("/brokers/ids/4") is None
+
+            for _ in range(100):
+                if await gone():
+                    break
+                await asyncio.sleep(0.1)
+            assert await gone(), "the dead holder's ephemeral node outlived its process"
+        finally:
+            holder.kill()
+            holder.wait(10)
+            await ms.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
 def test_cas_increments_from_several_processes_are_all_kept(shared_uri: str) -> None:
     async def scenario() -> None:
         ms = await open_metastore(shared_uri, RealClock(), session_timeout_ms=5000)

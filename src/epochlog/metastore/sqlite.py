@@ -33,6 +33,7 @@ from epochlog.metastore.api import (
 )
 from epochlog.metastore.tree import Action, Node, TreeMetastore, end_session
 from epochlog.seams import Clock
+from epochlog.seams.real import process_identity
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ _SCHEMA = [
     "CREATE INDEX IF NOT EXISTS nodes_owner ON nodes(ephemeral_owner)",
     """CREATE TABLE IF NOT EXISTS sessions (
         id INTEGER PRIMARY KEY AUTOINCREMENT, timeout_ms INTEGER NOT NULL,
-        expires_at INTEGER NOT NULL)""",
+        expires_at INTEGER NOT NULL, owner TEXT)""",
     """CREATE TABLE IF NOT EXISTS changes (
         seq INTEGER PRIMARY KEY AUTOINCREMENT, path TEXT NOT NULL, kind INTEGER NOT NULL)""",
     "INSERT OR IGNORE INTO nodes VALUES ('/', '', x'', 0, 0, 0, 0, 0, 0)",
@@ -97,6 +98,19 @@ class _SqlStore:
         self.events.append(WatchEvent(kind, path))
 
 
+def _owner_is_gone(owner: str | None) -> bool:
+    """A session whose process on this host has exited needs no timeout to be known dead:
+    all clients of one SQLite file share the host, so a restarted broker need not wait
+    for its killed predecessor's session to expire."""
+    if not owner:
+        return False
+    boot_id, pid, _ = owner.split(":")
+    mine = process_identity()
+    if mine is None or mine.split(":")[0] != boot_id:
+        return False
+    return process_identity(int(pid)) != owner
+
+
 class _Db:
     """The connection; only ever used from the client's single worker thread."""
 
@@ -131,16 +145,20 @@ class _Db:
         if alive:
             self.conn.execute(
                 "UPDATE sessions SET expires_at = ? WHERE id = ?", (now + timeout_ms, sid))
-        dead = self.conn.execute("SELECT id FROM sessions WHERE expires_at < ?", (now,))
-        for (dead_sid,) in dead.fetchall():
+        dead = [
+            row[0]
+            for row in self.conn.execute("SELECT id, expires_at, owner FROM sessions").fetchall()
+            if row[1] < now or _owner_is_gone(row[2])
+        ]
+        for dead_sid in dead:
             self.conn.execute("DELETE FROM sessions WHERE id = ?", (dead_sid,))
             end_session(store, dead_sid)
         return alive
 
     def _new_session(self, timeout_ms: int, now: int) -> int:
         cur = self.conn.execute(
-            "INSERT INTO sessions (timeout_ms, expires_at) VALUES (?, ?)",
-            (timeout_ms, now + timeout_ms))
+            "INSERT INTO sessions (timeout_ms, expires_at, owner) VALUES (?, ?, ?)",
+            (timeout_ms, now + timeout_ms, process_identity()))
         assert cur.lastrowid is not None
         return cur.lastrowid
 

@@ -199,3 +199,21 @@ class SocketNetwork:
 
 def system_random(seed: int | None) -> random.Random:
     return random.Random(seed)
+
+
+def process_identity(pid: int | None = None) -> str | None:
+    """``boot_id:pid:start_time`` of a live process on this host, or None if it is gone.
+
+    The start time guards against a recycled pid; the boot id against a reboot.
+    """
+    pid = os.getpid() if pid is None else pid
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            boot_id = f.read().strip()
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    # Field 22 (start time) counts from after the parenthesised command name.
+    start_time = stat.rsplit(")", 1)[1].split()[19]
+    return f"{boot_id}:{pid}:{start_time}"
