@@ -20,7 +20,9 @@ from epochlog.broker.server import ConnectionLoop, RequestChannel
 from epochlog.controller.controller import Controller, ControllerSettings
 from epochlog.metastore import Metastore, open_metastore
 from epochlog.protocol.errors import ErrorCode, KafkaError
+from epochlog.replication.partition import PartitionState
 from epochlog.replication.replica_manager import ReplicaManager
+from epochlog.replication.settings import ReplicationSettings
 from epochlog.seams import Seams, Server
 from epochlog.storage.config import LogConfig, topic_defaults_from_broker
 from epochlog.storage.log_manager import LogManager, LogManagerSettings
@@ -54,7 +56,14 @@ class Broker:
             LogManagerSettings.from_properties(config.props),
         )
         self.metadata_cache = MetadataCache("")
-        self.replica_manager = ReplicaManager(self.broker_id, self.log_manager)
+        self.replica_manager = ReplicaManager(
+            self.broker_id,
+            self.log_manager,
+            seams,
+            ReplicationSettings.from_properties(config.props),
+            self._endpoint_of,
+            self._propose_isr,
+        )
         self.store: Metastore | None = None
         self.cluster: ClusterLink | None = None
         self.controller: Controller | None = None
@@ -75,6 +84,16 @@ class Broker:
 
     def _new_uuid(self) -> uuid.UUID:
         return uuid.UUID(int=self.seams.random.getrandbits(128), version=4)
+
+    def _endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
+        endpoint = self.metadata_cache.brokers.get(broker_id)
+        return (endpoint.host, endpoint.port) if endpoint else None
+
+    async def _propose_isr(
+        self, topic: str, partition: int, leader_epoch: int, partition_epoch: int, isr: list[int]
+    ) -> PartitionState | None:
+        assert self.cluster is not None
+        return await self.cluster.propose_isr(topic, partition, leader_epoch, partition_epoch, isr)
 
     def topic_log_config(self, configs: dict[str, str]) -> LogConfig:
         return self.log_defaults.with_overrides(configs)
@@ -118,6 +137,7 @@ class Broker:
             ControllerSettings.from_properties(self.config.props),
         )
         await self.controller.start()
+        await self.replica_manager.start()
         self._background = asyncio.create_task(self.log_manager.run_background(self._stop))
         log.info(
             "broker %d serving on %s:%d with log.dirs=%s",
@@ -134,6 +154,7 @@ class Broker:
             backoff_ms = self.config.get_int("controlled.shutdown.retry.backoff.ms")
             await self.cluster.controlled_shutdown(retries * backoff_ms / 1000)
         self._stop.set()
+        await self.replica_manager.stop()
         if self._server is not None:
             self._server.close()
         for conn in list(self._connections.open_connections):

@@ -32,6 +32,7 @@ from epochlog.seams import Clock
 log = logging.getLogger("epochlog.cluster")
 
 PRODUCER_ID_BLOCK_SIZE = 1000
+ISR_CHANGE_TIMEOUT_S = 30.0
 UNINITIALIZED = PartitionState(leader=-1, leader_epoch=-1, replicas=[], isr=[])
 
 
@@ -304,12 +305,19 @@ class ClusterLink:
         path = await self.store.create(
             f"{layout.ISR_CHANGE}/req-", request.encode(), sequential=True, make_parents=True
         )
-        gone = asyncio.Event()
-        watch = await self.store.watch_data(path, lambda _e: gone.set())
+        answered = asyncio.Event()
+        watch = await self.store.watch_data(path, lambda _e: answered.set())
         try:
-            if await self.store.exists(path) is not None:
+            deadline = self.clock.monotonic() + ISR_CHANGE_TIMEOUT_S
+            while await self.store.exists(path) is not None:
+                if self.clock.monotonic() > deadline:
+                    log.warning("no answer to ISR change %s; withdrawing it", request)
+                    with contextlib.suppress(MetastoreError):
+                        await self.store.delete(path)
+                    return None
+                answered.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(gone.wait(), 30)
+                    await asyncio.wait_for(answered.wait(), 0.5)
         finally:
             watch.cancel()
 
@@ -318,10 +326,10 @@ class ClusterLink:
             state = known.partitions.get(partition) if known else None
             return state is None or state.partition_epoch > partition_epoch
 
-        await self.wait_for_state(decided, 5)
+        await self.wait_for_state(decided, ISR_CHANGE_TIMEOUT_S)
         known = self.cache.topic(topic)
         state = known.partitions.get(partition) if known else None
-        if state is not None and state.leader_epoch == leader_epoch and state.isr == isr:
+        if state is not None and state.leader_epoch == leader_epoch and set(state.isr) == set(isr):
             return state
         return None
 
