@@ -138,6 +138,7 @@ class Broker:
         )
         await self.controller.start()
         await self.replica_manager.start()
+        self._connections.ready.set()
         self._background = asyncio.create_task(self.log_manager.run_background(self._stop))
         log.info(
             "broker %d serving on %s:%d with log.dirs=%s",

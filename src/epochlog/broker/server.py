@@ -99,10 +99,14 @@ class ConnectionLoop:
         self._max_request_bytes = max_request_bytes
         self._idle_timeout_s = idle_timeout_s
         self.open_connections: set[Connection] = set()
+        # Requests wait until the broker has joined the cluster, so that nobody is
+        # answered from an empty metadata cache.
+        self.ready = asyncio.Event()
 
     async def serve(self, conn: Connection) -> None:
         self.open_connections.add(conn)
         try:
+            await self.ready.wait()
             while True:
                 try:
                     size_bytes = await asyncio.wait_for(conn.read_exactly(4), self._idle_timeout_s)
