@@ -18,6 +18,9 @@ from epochlog.broker.metadata_cache import (
 )
 from epochlog.broker.server import ConnectionLoop, RequestChannel
 from epochlog.controller.controller import Controller, ControllerSettings
+from epochlog.coordinator.coordinator import GroupCoordinator
+from epochlog.coordinator.hashing import OFFSETS_TOPIC
+from epochlog.coordinator.settings import CoordinatorSettings
 from epochlog.metastore import Metastore, open_metastore
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.replication.partition import PartitionState
@@ -64,6 +67,9 @@ class Broker:
             self._endpoint_of,
             self._propose_isr,
         )
+        self.coordinator = GroupCoordinator(
+            self.replica_manager, seams, CoordinatorSettings.from_properties(config.props)
+        )
         self.store: Metastore | None = None
         self.cluster: ClusterLink | None = None
         self.controller: Controller | None = None
@@ -100,6 +106,14 @@ class Broker:
 
     def _apply_topic(self, topic: TopicMetadata) -> None:
         self.replica_manager.apply_topic(topic, self.topic_log_config(topic.configs))
+        if topic.name == OFFSETS_TOPIC:
+            known = self.metadata_cache.topic(OFFSETS_TOPIC)
+            self.coordinator.on_leadership_change(len(known.partitions) if known else None)
+
+    def _remove_topic(self, name: str) -> None:
+        self.replica_manager.remove_topic(name)
+        if name == OFFSETS_TOPIC:
+            self.coordinator.on_leadership_change()
 
     async def start(self) -> None:
         """Open the metastore, recover logs, serve, join the cluster, contend for control."""
@@ -112,7 +126,7 @@ class Broker:
             self.seams.clock,
             self.metadata_cache,
             self._apply_topic,
-            self.replica_manager.remove_topic,
+            self._remove_topic,
             self._new_uuid,
         )
         stored = await self.cluster.load_topics()
@@ -155,6 +169,7 @@ class Broker:
             backoff_ms = self.config.get_int("controlled.shutdown.retry.backoff.ms")
             await self.cluster.controlled_shutdown(retries * backoff_ms / 1000)
         self._stop.set()
+        await self.coordinator.stop()
         await self.replica_manager.stop()
         if self._server is not None:
             self._server.close()

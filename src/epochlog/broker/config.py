@@ -25,6 +25,14 @@ DEFAULTS: dict[str, str] = {
     "controlled.shutdown.enable": "true",
     "controlled.shutdown.max.retries": "3",
     "controlled.shutdown.retry.backoff.ms": "5000",
+    # The group coordinator (epochlog.coordinator.settings has them all, with why).
+    "offsets.topic.num.partitions": "50",
+    "offsets.topic.replication.factor": "3",
+    "offsets.retention.minutes": "10080",
+    "offsets.retention.check.interval.ms": "600000",
+    "offset.metadata.max.bytes": "4096",
+    "offsets.commit.reject.stale.leader.epoch": "false",
+    "group.initial.rebalance.delay.ms": "3000",
 }
 
 

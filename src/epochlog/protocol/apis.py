@@ -17,23 +17,45 @@ from kafka.protocol.admin import (
     CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
 )
 from kafka.protocol.api_header import RequestHeader, ResponseHeader
 from kafka.protocol.consumer import (
     FetchRequest,
     FetchResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
 )
 from kafka.protocol.metadata import (
     ApiVersionsRequest,
     ApiVersionsResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
     MetadataRequest,
     MetadataResponse,
 )
@@ -52,6 +74,15 @@ class ApiKey:
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -59,6 +90,8 @@ class ApiKey:
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
     CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
+    OFFSET_DELETE = 47
 
 
 @dataclass(frozen=True)
@@ -98,6 +131,19 @@ SUPPORTED: dict[int, ApiSpec] = {
         ),
         ApiSpec(ApiKey.DESCRIBE_CONFIGS, DescribeConfigsRequest, DescribeConfigsResponse, 1, 4),
         ApiSpec(ApiKey.CREATE_PARTITIONS, CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
+        # The group coordinator: Kafka 3.1's versions, coherent with Fetch v13 (kafka-python
+        # infers the broker version from the table) and below what would need KIP-848.
+        ApiSpec(ApiKey.OFFSET_COMMIT, OffsetCommitRequest, OffsetCommitResponse, 2, 8),
+        ApiSpec(ApiKey.OFFSET_FETCH, OffsetFetchRequest, OffsetFetchResponse, 1, 8),
+        ApiSpec(ApiKey.FIND_COORDINATOR, FindCoordinatorRequest, FindCoordinatorResponse, 0, 4),
+        ApiSpec(ApiKey.JOIN_GROUP, JoinGroupRequest, JoinGroupResponse, 0, 7),
+        ApiSpec(ApiKey.HEARTBEAT, HeartbeatRequest, HeartbeatResponse, 0, 4),
+        ApiSpec(ApiKey.LEAVE_GROUP, LeaveGroupRequest, LeaveGroupResponse, 0, 4),
+        ApiSpec(ApiKey.SYNC_GROUP, SyncGroupRequest, SyncGroupResponse, 0, 5),
+        ApiSpec(ApiKey.DESCRIBE_GROUPS, DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
+        ApiSpec(ApiKey.LIST_GROUPS, ListGroupsRequest, ListGroupsResponse, 0, 4),
+        ApiSpec(ApiKey.DELETE_GROUPS, DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
+        ApiSpec(ApiKey.OFFSET_DELETE, OffsetDeleteRequest, OffsetDeleteResponse, 0, 0),
     )
 }
 

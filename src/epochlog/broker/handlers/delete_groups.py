@@ -1,0 +1,19 @@
+"""DeleteGroups: remove empty groups and their committed offsets (tombstones)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.admin import DeleteGroupsResponse
+
+from epochlog.protocol.apis import RequestFrame
+
+
+async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+    results = []
+    for group_id in request.groups_names or []:
+        code = await broker.coordinator.offsets.delete_group(group_id)
+        results.append(
+            DeleteGroupsResponse.DeletableGroupResult(group_id=group_id, error_code=code)
+        )
+    return DeleteGroupsResponse(throttle_time_ms=0, results=results)

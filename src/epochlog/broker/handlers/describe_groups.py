@@ -1,0 +1,39 @@
+"""DescribeGroups: state, protocol and members (with assignments when Stable)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.admin import DescribeGroupsResponse
+
+from epochlog.protocol.apis import RequestFrame
+
+Described = DescribeGroupsResponse.DescribedGroup
+
+
+async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+    groups = []
+    for group_id in request.groups or []:
+        d = broker.coordinator.describe(group_id)
+        members = [
+            Described.DescribedGroupMember(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                member_metadata=m.metadata,
+                member_assignment=m.assignment,
+            )
+            for m in d.members
+        ]
+        groups.append(
+            Described(
+                error_code=d.error,
+                group_id=group_id,
+                group_state=d.state,
+                protocol_type=d.protocol_type,
+                protocol_data=d.protocol_data,
+                members=members,
+            )
+        )
+    return DescribeGroupsResponse(throttle_time_ms=0, groups=groups)

@@ -1,0 +1,93 @@
+"""FindCoordinator (v0-v4, batched keys from v4): the broker leading the group's
+``__consumer_offsets`` partition. The topic is created on first use, as Kafka does."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kafka.protocol.metadata import FindCoordinatorResponse
+
+from epochlog.broker.metadata_cache import TopicMetadata
+from epochlog.coordinator.hashing import OFFSETS_TOPIC, partition_for
+from epochlog.protocol.apis import RequestFrame
+from epochlog.protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger("epochlog.coordinator")
+
+GROUP_KEY_TYPE = 0
+CREATE_TIMEOUT_S = 10.0
+
+
+async def ensure_offsets_topic(broker: Any) -> TopicMetadata | None:
+    """The internal topic, created if missing: compacted, replicated up to the live
+    brokers. ``retention.ms=-1`` because the log's time retention does not yet skip
+    compacted topics (a compacted topic never loses a key's latest value to time)."""
+    cache = broker.metadata_cache
+    topic = cache.topic(OFFSETS_TOPIC)
+    if topic is not None:
+        return topic
+    coordinator = broker.coordinator
+    async with coordinator.topic_creation:
+        topic = cache.topic(OFFSETS_TOPIC)
+        if topic is not None:
+            return topic
+        s = coordinator.settings
+        replication = max(1, min(s.replication_factor, len(cache.brokers)))
+        configs = {
+            "cleanup.policy": "compact",
+            "segment.bytes": str(s.segment_bytes),
+            "retention.ms": "-1",
+        }
+        try:
+            await broker.create_topic(
+                OFFSETS_TOPIC, s.num_partitions, replication, configs, timeout_s=CREATE_TIMEOUT_S
+            )
+            log.info(
+                "created %s with %d partitions, replication factor %d",
+                OFFSETS_TOPIC,
+                s.num_partitions,
+                replication,
+            )
+        except KafkaError as exc:
+            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                log.warning("could not create %s: %s", OFFSETS_TOPIC, exc)
+    return cache.topic(OFFSETS_TOPIC)
+
+
+async def find(broker: Any, key: str, key_type: int) -> Any:
+    """One coordinator answer (the v4 Coordinator shape; older versions unpack it)."""
+    answer = FindCoordinatorResponse.Coordinator(
+        key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.NONE, error_message=None
+    )
+    if key_type != GROUP_KEY_TYPE:
+        answer.error_code = ErrorCode.INVALID_REQUEST
+        answer.error_message = "only group coordinators exist: transactions are not supported"
+        return answer
+    topic = await ensure_offsets_topic(broker)
+    state = None
+    if topic is not None and topic.partitions:
+        state = topic.partitions.get(partition_for(key, len(topic.partitions)))
+    endpoint = broker.metadata_cache.brokers.get(state.leader) if state is not None else None
+    if state is None or state.leader < 0 or endpoint is None:
+        answer.error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        answer.error_message = "the coordinator is not available"
+        return answer
+    answer.node_id, answer.host, answer.port = endpoint.node_id, endpoint.host, endpoint.port
+    return answer
+
+
+async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+    key_type = request.key_type if version >= 1 else GROUP_KEY_TYPE
+    if version >= 4:
+        answers = [await find(broker, key, key_type) for key in request.coordinator_keys or []]
+        return FindCoordinatorResponse(throttle_time_ms=0, coordinators=answers)
+    one = await find(broker, request.key, key_type)
+    return FindCoordinatorResponse(
+        throttle_time_ms=0,
+        error_code=one.error_code,
+        error_message=one.error_message,
+        node_id=one.node_id,
+        host=one.host,
+        port=one.port,
+    )

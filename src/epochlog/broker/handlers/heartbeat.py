@@ -1,0 +1,19 @@
+"""Heartbeat: keeps a member's session alive and tells it when to rejoin."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.consumer import HeartbeatResponse
+
+from epochlog.protocol.apis import RequestFrame
+
+
+async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+    error = broker.coordinator.membership.heartbeat(
+        request.group_id,
+        request.generation_id,
+        request.member_id,
+        request.group_instance_id if version >= 3 else None,
+    )
+    return HeartbeatResponse(throttle_time_ms=0, error_code=error)

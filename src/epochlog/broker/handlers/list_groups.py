@@ -1,0 +1,22 @@
+"""ListGroups: the groups this broker coordinates (filtered by state from v4)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.admin import ListGroupsResponse
+
+from epochlog.protocol.apis import RequestFrame
+
+
+async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+    states = set(request.states_filter or []) if version >= 4 else None
+    error, groups = broker.coordinator.list_groups(states)
+    return ListGroupsResponse(
+        throttle_time_ms=0,
+        error_code=error,
+        groups=[
+            ListGroupsResponse.ListedGroup(group_id=g, protocol_type=p, group_state=s)
+            for g, p, s in groups
+        ],
+    )

@@ -1,0 +1,56 @@
+"""OffsetCommit (v2-v8): committed offsets with their leader epoch (v6+, KIP-320).
+
+The retention time of v2-v4 is ignored (KIP-211: the broker's retention decides).
+Partitions of topics or partitions that do not exist get UNKNOWN_TOPIC_OR_PARTITION
+and nothing is stored for them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.consumer import OffsetCommitResponse
+
+from epochlog.coordinator.commits import CommitRequest
+from epochlog.protocol.apis import RequestFrame
+from epochlog.protocol.errors import ErrorCode
+
+Resp = OffsetCommitResponse.OffsetCommitResponseTopic
+
+
+def _exists(broker: Any, topic: str, partition: int) -> bool:
+    known = broker.metadata_cache.topic(topic)
+    return known is not None and partition in known.partitions
+
+
+async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+    wanted: dict[tuple[str, int], CommitRequest] = {}
+    answers: dict[tuple[str, int], ErrorCode] = {}
+    order: list[tuple[str, int]] = []
+    for topic in request.topics or []:
+        for p in topic.partitions or []:
+            key = (topic.name, p.partition_index)
+            order.append(key)
+            if not _exists(broker, *key):
+                answers[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            epoch = p.committed_leader_epoch if version >= 6 else -1
+            wanted[key] = CommitRequest(p.committed_offset, epoch, p.committed_metadata)
+    if wanted or not order:
+        answers.update(
+            await broker.coordinator.offsets.commit(
+                request.group_id,
+                request.generation_id_or_member_epoch,
+                request.member_id or "",
+                request.group_instance_id if version >= 7 else None,
+                wanted,
+            )
+        )
+    topics: dict[str, list[Any]] = {}
+    for key in order:
+        topics.setdefault(key[0], []).append(
+            Resp.OffsetCommitResponsePartition(partition_index=key[1], error_code=answers[key])
+        )
+    return OffsetCommitResponse(
+        throttle_time_ms=0,
+        topics=[Resp(name=name, partitions=parts) for name, parts in topics.items()],
+    )

@@ -1,0 +1,74 @@
+"""OffsetFetch (v1-v8): committed offsets and, from v5, their leader epoch (KIP-320);
+from v8 several groups in one request. No offset is answered as -1 with no error."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.consumer import OffsetFetchResponse
+
+from epochlog.protocol.apis import RequestFrame
+from epochlog.protocol.errors import ErrorCode
+
+V7Topic = OffsetFetchResponse.OffsetFetchResponseTopic
+V8Group = OffsetFetchResponse.OffsetFetchResponseGroup
+V8Topic = V8Group.OffsetFetchResponseTopics
+
+
+def _fetch_one(broker: Any, group_id: str, topics: list[Any] | None) -> tuple[ErrorCode, dict]:
+    wanted = None
+    if topics is not None:
+        wanted = [(t.name, p) for t in topics for p in t.partition_indexes or []]
+    return broker.coordinator.offsets.fetch(group_id, wanted)
+
+
+def _by_topic(found: dict) -> dict[str, list[tuple[int, Any]]]:
+    topics: dict[str, list[tuple[int, Any]]] = {}
+    for (topic, partition), fetched in found.items():
+        topics.setdefault(topic, []).append((partition, fetched))
+    return topics
+
+
+async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+    if version >= 8:
+        groups = []
+        for g in request.groups or []:
+            error, found = _fetch_one(broker, g.group_id, g.topics)
+            topics = [
+                V8Topic(
+                    name=name,
+                    partitions=[
+                        V8Topic.OffsetFetchResponsePartitions(
+                            partition_index=index,
+                            committed_offset=f.offset,
+                            committed_leader_epoch=f.leader_epoch,
+                            metadata=f.metadata,
+                            error_code=f.error,
+                        )
+                        for index, f in parts
+                    ],
+                )
+                for name, parts in _by_topic(found).items()
+            ]
+            groups.append(V8Group(group_id=g.group_id, topics=topics, error_code=error))
+        return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
+    # v1 has no null "all topics" and no top-level error: errors go per partition.
+    topics_in = request.topics if version >= 2 or request.topics else []
+    error, found = _fetch_one(broker, request.group_id, topics_in)
+    topics = [
+        V7Topic(
+            name=name,
+            partitions=[
+                V7Topic.OffsetFetchResponsePartition(
+                    partition_index=index,
+                    committed_offset=f.offset,
+                    committed_leader_epoch=f.leader_epoch,
+                    metadata=f.metadata,
+                    error_code=f.error,
+                )
+                for index, f in parts
+            ],
+        )
+        for name, parts in _by_topic(found).items()
+    ]
+    return OffsetFetchResponse(throttle_time_ms=0, topics=topics, error_code=error)

@@ -1,0 +1,94 @@
+"""The coordinator's access to ``__consumer_offsets``: which of its partitions this
+broker leads, reading one back at load, and appending records with acks=all.
+
+Everything goes through the replica manager, as a produce would: the internal topic is
+replicated and fenced like any other, so a deposed coordinator cannot acknowledge."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from epochlog.coordinator.hashing import OFFSETS_TOPIC
+from epochlog.protocol.batch import read_header
+from epochlog.protocol.errors import ErrorCode, KafkaError
+from epochlog.protocol.records import Record, build_batch, iter_records
+from epochlog.replication.replica_manager import ACKS_ALL, AckWait
+
+if TYPE_CHECKING:
+    from epochlog.replication.partition import Partition
+    from epochlog.replication.replica_manager import ReplicaManager
+    from epochlog.seams import Clock
+
+log = logging.getLogger("epochlog.coordinator")
+
+KeyValue = tuple[bytes, bytes | None]
+
+
+class OffsetsStore:
+    def __init__(self, replica_manager: ReplicaManager, clock: Clock, read_chunk: int) -> None:
+        self.replica_manager = replica_manager
+        self.clock = clock
+        self.read_chunk = max(read_chunk, 1024)
+
+    def partition(self, index: int) -> Partition | None:
+        try:
+            return self.replica_manager.partition(OFFSETS_TOPIC, index)
+        except KafkaError:
+            return None
+
+    def led(self) -> dict[int, int]:
+        """Offsets partitions this broker leads now -> their leader epoch."""
+        return {
+            p.index: p.leader_epoch
+            for p in self.replica_manager.partitions()
+            if p.topic == OFFSETS_TOPIC and p.is_leader
+        }
+
+    def read_all(self, index: int) -> Iterator[Record]:
+        """Every record of a partition's log, oldest first (the leader's whole log: a
+        clean election's leader holds everything acknowledged)."""
+        partition = self.partition(index)
+        if partition is None:
+            return
+        plog = partition.log
+        position = plog.log_start_offset
+        while position < plog.log_end_offset:
+            result = plog.read(position, self.read_chunk)
+            if not result.slices:
+                return
+            for piece in result.slices:
+                data = piece.file.pread(piece.size, piece.position)
+                pos = 0
+                while pos < len(data):
+                    header = read_header(data, pos)
+                    batch = data[pos : pos + header.size]
+                    pos += header.size
+                    position = max(position, header.next_offset)
+                    if header.is_control:
+                        continue
+                    yield from iter_records(batch, check_crc=False)
+
+    async def append(
+        self, index: int, records: list[KeyValue], timeout_s: float
+    ) -> tuple[ErrorCode, int]:
+        """Append records as one batch and wait until every in-sync replica has it.
+        Returns the error and the log offset of the first record."""
+        partition = self.partition(index)
+        if partition is None or not partition.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1
+        now = self.clock.time_ms()
+        batch = build_batch([(k, v, [], now) for k, v in records])
+        try:
+            result = self.replica_manager.append(partition, bytearray(batch), ACKS_ALL)
+        except KafkaError as exc:
+            log.warning("append to %s failed: %s", partition, exc)
+            return exc.code, -1
+        wait = AckWait(partition, result.last_offset + 1, partition.leader_epoch)
+        (code,) = await self.replica_manager.wait_for_acks([wait], timeout_s)
+        if code != ErrorCode.NONE:
+            log.warning(
+                "records at %d of %s not acknowledged: %s", result.base_offset, partition, code.name
+            )
+        return code, result.base_offset
