@@ -75,10 +75,12 @@ class Broker:
         self.controller: Controller | None = None
         self._server: Server | None = None
         self.request_channel = RequestChannel(HANDLERS, self)
+        self._joined = asyncio.Event()
         self._connections = ConnectionLoop(
             self.request_channel,
             max_request_bytes=config.get_int("socket.request.max.bytes"),
             idle_timeout_s=config.get_int("connections.max.idle.ms") / 1000,
+            ready=self._joined,
         )
         self._stop = asyncio.Event()
         self._background: asyncio.Task[None] | None = None
@@ -152,7 +154,7 @@ class Broker:
         )
         await self.controller.start()
         await self.replica_manager.start()
-        self._connections.ready.set()
+        self._joined.set()
         self._background = asyncio.create_task(self.log_manager.run_background(self._stop))
         log.info(
             "broker %d serving on %s:%d with log.dirs=%s",

@@ -93,20 +93,25 @@ class ConnectionLoop:
     """Reads size-prefixed frames from one connection until it closes or misbehaves."""
 
     def __init__(
-        self, channel: RequestChannel, max_request_bytes: int, idle_timeout_s: float
+        self,
+        channel: RequestChannel,
+        max_request_bytes: int,
+        idle_timeout_s: float,
+        ready: asyncio.Event | None = None,
     ) -> None:
         self._channel = channel
         self._max_request_bytes = max_request_bytes
         self._idle_timeout_s = idle_timeout_s
         self.open_connections: set[Connection] = set()
-        # Requests wait until the broker has joined the cluster, so that nobody is
-        # answered from an empty metadata cache.
-        self.ready = asyncio.Event()
+        # When given, requests wait for it: a broker sets it once it has joined the
+        # cluster, so that nobody is answered from an empty metadata cache.
+        self._ready = ready
 
     async def serve(self, conn: Connection) -> None:
         self.open_connections.add(conn)
         try:
-            await self.ready.wait()
+            if self._ready is not None:
+                await self._ready.wait()
             while True:
                 try:
                     size_bytes = await asyncio.wait_for(conn.read_exactly(4), self._idle_timeout_s)
