@@ -296,3 +296,54 @@ def test_idempotent_retry_is_acknowledged_once_and_stored_once(tmp_path: Path) -
             await conn.close()
 
     run(scenario)
+
+
+def test_incremental_alter_configs_changes_one_topic_setting(tmp_path: Path) -> None:
+    from kafka.protocol.admin import DescribeConfigsRequest, IncrementalAlterConfigsRequest
+
+    def alter(name: str, value: str) -> IncrementalAlterConfigsRequest:
+        return IncrementalAlterConfigsRequest(
+            resources=[
+                IncrementalAlterConfigsRequest.AlterConfigsResource(
+                    resource_type=2,
+                    resource_name="t",
+                    configs=[
+                        IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig(
+                            name=name, config_operation=0, value=value
+                        )
+                    ],
+                )
+            ],
+            validate_only=False,
+        )
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path) as broker:
+            conn = await connect(broker)
+            await create_topic_via_metadata(conn, "t")
+            ok = await conn.send(alter("unclean.leader.election.enable", "true"), 1)
+            bad = await conn.send(alter("retention.ms", "soon"), 1)
+            assert ok.responses[0].error_code == 0
+            assert bad.responses[0].error_code == ErrorCode.INVALID_CONFIG
+            described = await conn.send(
+                DescribeConfigsRequest(
+                    resources=[
+                        DescribeConfigsRequest.DescribeConfigsResource(
+                            resource_type=2,
+                            resource_name="t",
+                            configuration_keys=["unclean.leader.election.enable", "retention.ms"],
+                        )
+                    ],
+                    include_synonyms=False,
+                    include_documentation=False,
+                ),
+                4,
+            )
+            values = {c.name: (c.value, c.config_source) for c in described.results[0].configs}
+            assert values == {
+                "unclean.leader.election.enable": ("true", 1),
+                "retention.ms": ("604800000", 5),
+            }
+            await conn.close()
+
+    run(scenario)

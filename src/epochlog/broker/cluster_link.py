@@ -260,7 +260,8 @@ class ClusterLink:
         await self.wait_for_state(lambda: self.cache.topic(name) is None, timeout_s)
         return topic
 
-    async def create_partitions(self, name: str, assignment: dict[int, list[int]]) -> None:
+    async def _update_topic_node(self, name: str, change: Callable[[TopicNode], None]) -> None:
+        """Read-modify-write of a topic node, retried on concurrent writes (versioned CAS)."""
         path = layout.topic_path(name)
         while True:
             try:
@@ -270,32 +271,27 @@ class ClusterLink:
                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}"
                 ) from None
             node = TopicNode.decode(name, data)
-            if min(assignment) != len(node.topic.partitions):
-                raise KafkaError(ErrorCode.INVALID_PARTITIONS, "partition count changed meanwhile")
-            for index, replicas in assignment.items():
-                node.topic.partitions[index] = PartitionState(-1, -1, list(replicas), [])
+            change(node)
             try:
                 await self.store.set(path, node.encode(), version=stat.version)
                 return
             except BadVersionError:
                 continue
 
+    async def create_partitions(self, name: str, assignment: dict[int, list[int]]) -> None:
+        def add(node: TopicNode) -> None:
+            if min(assignment) != len(node.topic.partitions):
+                raise KafkaError(ErrorCode.INVALID_PARTITIONS, "partition count changed meanwhile")
+            for index, replicas in assignment.items():
+                node.topic.partitions[index] = PartitionState(-1, -1, list(replicas), [])
+
+        await self._update_topic_node(name, add)
+
     async def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        path = layout.topic_path(name)
-        while True:
-            try:
-                data, stat = await self.store.get(path)
-            except NoNodeError:
-                raise KafkaError(
-                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}"
-                ) from None
-            node = TopicNode.decode(name, data)
+        def replace(node: TopicNode) -> None:
             node.topic.configs = dict(configs)
-            try:
-                await self.store.set(path, node.encode(), version=stat.version)
-                return
-            except BadVersionError:
-                continue
+
+        await self._update_topic_node(name, replace)
 
     async def propose_isr(
         self, topic: str, partition: int, leader_epoch: int, partition_epoch: int, isr: list[int]

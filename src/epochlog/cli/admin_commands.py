@@ -32,6 +32,15 @@ async def topics_create(
     return f"created topic {name} (id {topic_id})"
 
 
+async def topics_alter(bootstrap: str, name: str, configs: dict[str, str]) -> str:
+    admin = _admin(bootstrap)
+    try:
+        await admin.alter_topic_configs(name, configs)
+    finally:
+        await admin.close()
+    return f"altered topic {name}: " + " ".join(f"{k}={v}" for k, v in configs.items())
+
+
 async def topics_delete(bootstrap: str, name: str) -> str:
     admin = _admin(bootstrap)
     try:

@@ -109,6 +109,10 @@ def _cmd_topics(args: argparse.Namespace) -> int:
         )
     if args.action == "delete":
         return _run(admin_commands.topics_delete(args.bootstrap_server, args.topic))
+    if args.action == "alter":
+        return _run(
+            admin_commands.topics_alter(args.bootstrap_server, args.topic, dict(args.config or []))
+        )
     if args.action == "list":
         return _run(admin_commands.topics_list(args.bootstrap_server))
     names = [args.topic] if args.topic else None
@@ -167,8 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--set", action="append", type=_key_value, metavar="KEY=VALUE")
     up.set_defaults(func=_cmd_up)
 
-    topics = sub.add_parser("topics", help="create, delete, list or describe topics")
-    topics.add_argument("action", choices=["create", "delete", "list", "describe"])
+    topics = sub.add_parser("topics", help="create, alter, delete, list or describe topics")
+    topics.add_argument("action", choices=["create", "alter", "delete", "list", "describe"])
     topics.add_argument("topic", nargs="?")
     topics.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP)
     topics.add_argument("--partitions", type=int, default=-1)
@@ -195,7 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command == "topics" and args.action in ("create", "delete") and not args.topic:
+    if args.command == "topics" and args.action in ("create", "alter", "delete") and not args.topic:
         parser.error(f"topics {args.action} needs a topic name")
     if args.command == "quarantine" and args.action != "list" and not args.file:
         parser.error(f"quarantine {args.action} needs a file")

@@ -6,7 +6,12 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka.protocol.admin import CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest
+from kafka.protocol.admin import (
+    CreateTopicsRequest,
+    DeleteTopicsRequest,
+    DescribeConfigsRequest,
+    IncrementalAlterConfigsRequest,
+)
 from kafka.protocol.consumer import ListOffsetsRequest
 from kafka.protocol.metadata import MetadataRequest
 
@@ -169,6 +174,25 @@ class AsyncAdmin:
         (result,) = (await (await self._any()).send(request, 4)).results
         _raise_for(result.error_code, result.error_message or name)
         return {c.name: c.value for c in result.configs}
+
+    async def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Set the given topic settings, leaving the others as they are."""
+        resource = IncrementalAlterConfigsRequest.AlterConfigsResource
+        request = IncrementalAlterConfigsRequest(
+            resources=[
+                resource(
+                    resource_type=2,
+                    resource_name=name,
+                    configs=[
+                        resource.AlterableConfig(name=k, config_operation=0, value=v)
+                        for k, v in configs.items()
+                    ],
+                )
+            ],
+            validate_only=False,
+        )
+        (result,) = (await (await self._any()).send(request, 1)).responses
+        _raise_for(result.error_code, result.error_message or name)
 
     async def list_offset(
         self,
