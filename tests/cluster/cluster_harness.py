@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -12,12 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.metadata import MetadataRequest
+from kafka.protocol.producer import ProduceRequest
 
 from epochlog.client.connection import BrokerConnection
 from epochlog.metastore import open_metastore
+from epochlog.protocol.records import build_batch
 from epochlog.seams.real import RealClock, SocketNetwork
-from support.broker import BrokerProcess, wait_until
+from support.broker import BrokerProcess, epochlog_command, wait_until
 
 # Short timeouts so that failures are noticed within seconds in tests.
 FAST_FAILURE_SETTINGS = {
@@ -26,7 +30,18 @@ FAST_FAILURE_SETTINGS = {
     "replica.fetch.wait.max.ms": "100",
     "auto.create.topics.enable": "false",
     "leader.imbalance.check.interval.seconds": "3600",
+    # The last broker of a cluster to stop cannot hand its leaderships to anyone: it
+    # waits retries x backoff for nothing (15 s by default), so teardown keeps it short.
+    # Tests that need a controlled shutdown to move leadership raise it again.
+    "controlled.shutdown.retry.backoff.ms": "300",
 }
+
+
+LATEST = -1
+EARLIEST = -2
+CONSUMER_REPLICA_ID = -1
+# Kafka's replica id for tools: any replica answers with its own log end, never held back.
+DEBUGGING_REPLICA_ID = -2
 
 
 class Cluster:
@@ -53,7 +68,20 @@ class Cluster:
         for broker in self.brokers:
             broker.start()
         wait_until(lambda: self.controller_id() >= 0, 30, "a controller to be elected")
+        self.wait_for_brokers()
         return self
+
+    def wait_for_brokers(self) -> None:
+        """Until every running broker lists every running broker (topic creation assigns
+        replicas over the brokers the receiving one knows)."""
+        running = {b.broker_id for b in self.brokers if b.is_running()}
+        for broker in self.brokers:
+            if broker.is_running():
+                wait_until(
+                    lambda b=broker: running <= asyncio.run(_cluster(b.port))[1],
+                    30,
+                    f"broker {broker.broker_id} to know brokers {sorted(running)}",
+                )
 
     def close(self) -> None:
         for broker in self.brokers:
@@ -94,10 +122,120 @@ class Cluster:
         for broker in self.brokers:
             if broker.is_running():
                 try:
-                    return asyncio.run(_controller(broker.port))
+                    return asyncio.run(_cluster(broker.port))[0]
                 except OSError:
                     continue
         return -1
+
+    def partition_dir(self, broker: int, topic: str, partition: int = 0) -> Path:
+        return self.brokers[broker].log_dir / f"{topic}-{partition}"
+
+    def quarantined(self, broker: int, topic: str, partition: int = 0) -> list[dict[str, Any]]:
+        """The JSON descriptions a broker's truncations left in the partition's quarantine."""
+        folder = self.partition_dir(broker, topic, partition) / "quarantine"
+        if not folder.is_dir():
+            return []
+        return [json.loads(f.read_text()) for f in sorted(folder.glob("*.json"))]
+
+    def list_offsets(
+        self,
+        broker: int,
+        topic: str,
+        partition: int = 0,
+        timestamp: int = LATEST,
+        *,
+        replica_id: int = CONSUMER_REPLICA_ID,
+        current_leader_epoch: int = -1,
+    ) -> OffsetAnswer:
+        """One ListOffsets v7 to one broker, answered as it is (errors are not raised)."""
+        request = ListOffsetsRequest(
+            replica_id=replica_id,
+            isolation_level=0,
+            topics=[
+                ListOffsetsRequest.ListOffsetsTopic(
+                    name=topic,
+                    partitions=[
+                        ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
+                            partition_index=partition,
+                            current_leader_epoch=current_leader_epoch,
+                            timestamp=timestamp,
+                        )
+                    ],
+                )
+            ],
+        )
+        response = self.send(broker, request, 7)
+        answer = response.topics[0].partitions[0]
+        return OffsetAnswer(answer.error_code, answer.offset, answer.leader_epoch)
+
+    def log_end_offset(self, broker: int, topic: str, partition: int = 0) -> int:
+        """A replica's own log end, asked as a tool does (replica id -2, any replica)."""
+        answer = self.list_offsets(broker, topic, partition, replica_id=DEBUGGING_REPLICA_ID)
+        assert answer.error == 0, f"log end of {topic}-{partition} on {broker}: {answer}"
+        return answer.offset
+
+    def fetch_error(
+        self, broker: int, topic: str, partition: int, offset: int, current_leader_epoch: int
+    ) -> int:
+        """The error code a consumer's Fetch v12 in ``current_leader_epoch`` gets."""
+        request = FetchRequest(
+            replica_id=CONSUMER_REPLICA_ID,
+            max_wait_ms=0,
+            min_bytes=0,
+            max_bytes=1 << 20,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=[
+                FetchRequest.FetchTopic(
+                    topic=topic,
+                    partitions=[
+                        FetchRequest.FetchTopic.FetchPartition(
+                            partition=partition,
+                            current_leader_epoch=current_leader_epoch,
+                            fetch_offset=offset,
+                            last_fetched_epoch=-1,
+                            log_start_offset=-1,
+                            partition_max_bytes=1 << 20,
+                        )
+                    ],
+                )
+            ],
+            forgotten_topics_data=[],
+            rack_id="",
+        )
+        response = self.send(broker, request, 12)
+        return int(response.responses[0].partitions[0].error_code)
+
+    def send(self, broker: int, request: Any, version: int) -> Any:
+        """One request to one broker on a fresh connection."""
+        return asyncio.run(send_request(self.brokers[broker].port, request, version))
+
+    def status(self) -> dict[str, Any]:
+        """What `epochlog status --json` prints, run as an operator runs it."""
+        result = subprocess.run(
+            [*epochlog_command(), "status", "--bootstrap-server", self.live_bootstrap(), "--json"],
+            capture_output=True,
+            timeout=60,
+        )
+        assert result.returncode == 0, result.stderr.decode(errors="replace")
+        return json.loads(result.stdout)
+
+    def quarantine_list(self, broker: int) -> str:
+        """`epochlog quarantine list --log-dirs <broker's log dir>` output."""
+        result = subprocess.run(
+            [
+                *epochlog_command(),
+                "quarantine",
+                "list",
+                "--log-dirs",
+                str(self.brokers[broker].log_dir),
+            ],
+            capture_output=True,
+            timeout=60,
+        )
+        assert result.returncode == 0, result.stderr.decode(errors="replace")
+        return result.stdout.decode()
 
     def controller_epoch(self) -> int:
         async def read() -> int:
@@ -109,6 +247,49 @@ class Cluster:
                 await store.close()
 
         return asyncio.run(read())
+
+
+@dataclass(frozen=True)
+class OffsetAnswer:
+    error: int
+    offset: int
+    leader_epoch: int
+
+
+async def send_request(port: int, request: Any, version: int) -> Any:
+    conn = await BrokerConnection.open(SocketNetwork(), "127.0.0.1", port)
+    try:
+        return await conn.send(request, version)
+    finally:
+        await conn.close()
+
+
+def produce_request(
+    topic: str, partition: int, records: list[tuple[bytes, bytes]], acks: int, timeout_ms: int
+) -> Any:
+    """A raw Produce (no producer id) of one batch of (key, value) records."""
+    batch = build_batch([(k, v, [], None) for k, v in records], now_ms=int(time.time() * 1000))
+    return ProduceRequest(
+        transactional_id=None,
+        acks=acks,
+        timeout_ms=timeout_ms,
+        topic_data=[
+            ProduceRequest.TopicProduceData(
+                name=topic,
+                partition_data=[
+                    ProduceRequest.TopicProduceData.PartitionProduceData(
+                        index=partition, records=batch
+                    )
+                ],
+            )
+        ],
+    )
+
+
+def produce_answer(response: Any) -> tuple[int, int]:
+    """(error code, base offset) of a one-partition Produce response."""
+    answer = response.responses[0].partition_responses[0]
+    return int(answer.error_code), int(answer.base_offset)
 
 
 async def _metadata(port: int, topic: str) -> dict[str, Any]:
@@ -151,7 +332,8 @@ class PartitionView:
     offline: list[int]
 
 
-async def _controller(port: int) -> int:
+async def _cluster(port: int) -> tuple[int, set[int]]:
+    """(controller id, registered broker ids) as one broker answers Metadata."""
     conn = await BrokerConnection.open(SocketNetwork(), "127.0.0.1", port)
     try:
         response = await conn.send(
@@ -164,7 +346,7 @@ async def _controller(port: int) -> int:
         )
     finally:
         await conn.close()
-    return response.controller_id
+    return response.controller_id, {b.node_id for b in response.brokers}
 
 
 @contextmanager
@@ -182,4 +364,14 @@ def eventually(predicate: Callable[[], Any], timeout: float, what: str) -> None:
     wait_until(predicate, timeout, what, interval=0.1)
 
 
-__all__ = ["Cluster", "eventually", "json", "running_cluster", "time"]
+__all__ = [
+    "Cluster",
+    "OffsetAnswer",
+    "eventually",
+    "json",
+    "produce_answer",
+    "produce_request",
+    "running_cluster",
+    "send_request",
+    "time",
+]

@@ -14,8 +14,9 @@ CONSUMER_REPLICA_ID = -1
 
 
 def offsets_available(partition: Partition, replica_id: int) -> bool:
-    """Replicas are never held back, and after an unclean election the old leader's
+    """Only consumers are held back: replicas and tools (the debugging replica id -2)
+    read log ends, not what clients may see. After an unclean election the old leader's
     offsets are gone anyway, so waiting would only block clients for nothing."""
-    if replica_id >= 0 or partition.elected_uncleanly:
+    if replica_id != CONSUMER_REPLICA_ID or partition.elected_uncleanly:
         return True
     return partition.high_watermark >= partition.leader_epoch_start_offset

@@ -16,22 +16,25 @@ LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
 NO_TIMESTAMP = -1
+CONSUMER_REPLICA_ID = -1
+# Tools (Kafka's GetOffsetShell, `epochlog status`) ask any replica for its own log.
+DEBUGGING_REPLICA_ID = -2
 
 
 def _lookup(partition: Any, timestamp: int, replica_id: int) -> tuple[int, int, int]:
-    """(timestamp, offset, leader_epoch) visible to clients, i.e. below the high
-    watermark; a replica's latest is the log end, as in Kafka."""
+    """(timestamp, offset, leader_epoch) visible to the requester: consumers see below
+    the high watermark; replicas and tools see the whole log, as in Kafka."""
     log = partition.log
+    limit = partition.high_watermark if replica_id == CONSUMER_REPLICA_ID else log.log_end_offset
     if timestamp == LATEST:
-        latest = log.log_end_offset if replica_id >= 0 else partition.high_watermark
-        return NO_TIMESTAMP, latest, partition.leader_epoch
+        return NO_TIMESTAMP, limit, partition.leader_epoch
     if timestamp == EARLIEST:
         start = log.log_start_offset
         return NO_TIMESTAMP, start, log.epoch_cache.epoch_for_offset(start)
     found = (
         log.max_timestamp() if timestamp == MAX_TIMESTAMP else log.offset_for_timestamp(timestamp)
     )
-    if found is None or found.offset >= partition.high_watermark:
+    if found is None or found.offset >= limit:
         return NO_TIMESTAMP, -1, -1
     return found.timestamp, found.offset, found.leader_epoch
 
@@ -46,7 +49,10 @@ def _list_one(broker: Any, request: Any, topic: str, wanted: Any, version: int) 
     )
     try:
         partition = broker.replica_manager.partition(topic, wanted.partition_index)
-        partition.check_leader(wanted.current_leader_epoch if version >= 4 else -1)
+        partition.check_leader(
+            wanted.current_leader_epoch if version >= 4 else -1,
+            require_leader=request.replica_id != DEBUGGING_REPLICA_ID,
+        )
         if not offsets_available(partition, request.replica_id):
             raise KafkaError(ErrorCode.OFFSET_NOT_AVAILABLE, f"{topic}-{wanted.partition_index}")
         if wanted.timestamp < MAX_TIMESTAMP or (wanted.timestamp == MAX_TIMESTAMP and version < 7):
