@@ -90,7 +90,7 @@ class GroupRegistry:
     # -- ownership ---------------------------------------------------------------------
 
     def partition_of(self, group_id: str) -> int:
-        return partition_for(group_id, self.num_partitions)
+        return partition_for(group_id or "", self.num_partitions)
 
     def ownership_error(self, group_id: str) -> ErrorCode:
         """NONE when this broker coordinates the group now and has loaded it."""

@@ -55,11 +55,15 @@ async def ensure_offsets_topic(broker: Any) -> TopicMetadata | None:
     return cache.topic(OFFSETS_TOPIC)
 
 
-async def find(broker: Any, key: str, key_type: int) -> Any:
+async def find(broker: Any, key: str | None, key_type: int) -> Any:
     """One coordinator answer (the v4 Coordinator shape; older versions unpack it)."""
     answer = FindCoordinatorResponse.Coordinator(
         key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.NONE, error_message=None
     )
+    if key is None:
+        answer.error_code = ErrorCode.INVALID_REQUEST
+        answer.error_message = "a coordinator key is required"
+        return answer
     if key_type != GROUP_KEY_TYPE:
         answer.error_code = ErrorCode.INVALID_REQUEST
         answer.error_message = "only group coordinators exist: transactions are not supported"

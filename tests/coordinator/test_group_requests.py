@@ -1,0 +1,315 @@
+"""The group APIs of one in-process broker over a real socket: answers and error paths."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+from typing import Any
+
+from kafka.protocol.admin import (
+    CreateTopicsRequest,
+    DeleteGroupsRequest,
+    DescribeGroupsRequest,
+    ListGroupsRequest,
+)
+from kafka.protocol.consumer import (
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    OffsetCommitRequest,
+    OffsetDeleteRequest,
+    OffsetFetchRequest,
+    SyncGroupRequest,
+)
+from kafka.protocol.metadata import FindCoordinatorRequest
+
+from broker.inprocess_broker import batch, connect, produce, run, running_broker
+from epochlog.client.connection import BrokerConnection
+from epochlog.protocol.errors import ErrorCode
+
+SETTINGS = {
+    "offsets.topic.num.partitions": "3",
+    "offsets.topic.replication.factor": "1",
+    "group.initial.rebalance.delay.ms": "0",
+    "offset.metadata.max.bytes": "16",
+}
+
+
+def subscription(*topics: str) -> bytes:
+    out = struct.pack(">hi", 0, len(topics))
+    for t in topics:
+        out += struct.pack(">h", len(t)) + t.encode()
+    return out + struct.pack(">i", -1)
+
+
+async def create_topic(conn: BrokerConnection, name: str, partitions: int) -> None:
+    topic = CreateTopicsRequest.CreatableTopic(
+        name=name, num_partitions=partitions, replication_factor=1, assignments=[], configs=[]
+    )
+    response = await conn.send(
+        CreateTopicsRequest(topics=[topic], timeout_ms=10000, validate_only=False), 7
+    )
+    assert response.topics[0].error_code == 0
+
+
+async def find(conn: BrokerConnection, group: str, version: int = 3) -> Any:
+    if version >= 4:
+        request = FindCoordinatorRequest(key_type=0, coordinator_keys=[group])
+    else:
+        request = FindCoordinatorRequest(key=group, key_type=0)
+    return await conn.send(request, version)
+
+
+async def join(conn: BrokerConnection, group: str, member_id: str = "", **kw: Any) -> Any:
+    request = JoinGroupRequest(
+        group_id=group,
+        session_timeout_ms=kw.get("session_timeout_ms", 10000),
+        rebalance_timeout_ms=10000,
+        member_id=member_id,
+        group_instance_id=kw.get("instance"),
+        protocol_type="consumer",
+        protocols=[
+            JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=subscription("t"))
+        ],
+    )
+    return await conn.send(request, kw.get("version", 7))
+
+
+async def join_and_sync(conn: BrokerConnection, group: str) -> tuple[str, int]:
+    first = await join(conn, group)
+    assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED
+    answer = await join(conn, group, first.member_id)
+    assert answer.error_code == 0 and answer.leader == answer.member_id
+    sync = await conn.send(
+        SyncGroupRequest(
+            group_id=group,
+            generation_id=answer.generation_id,
+            member_id=answer.member_id,
+            assignments=[
+                SyncGroupRequest.SyncGroupRequestAssignment(
+                    member_id=answer.member_id, assignment=b"mine"
+                )
+            ],
+        ),
+        5,
+    )
+    assert sync.error_code == 0 and sync.assignment == b"mine"
+    return answer.member_id, answer.generation_id
+
+
+def commit_request(group: str, member: str, generation: int, parts: list[tuple]) -> Any:
+    topics: dict[str, list] = {}
+    for topic, index, offset, epoch, metadata in parts:
+        topics.setdefault(topic, []).append(
+            OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
+                partition_index=index,
+                committed_offset=offset,
+                committed_leader_epoch=epoch,
+                committed_metadata=metadata,
+            )
+        )
+    return OffsetCommitRequest(
+        group_id=group,
+        generation_id_or_member_epoch=generation,
+        member_id=member,
+        retention_time_ms=1,
+        topics=[
+            OffsetCommitRequest.OffsetCommitRequestTopic(name=n, partitions=p)
+            for n, p in topics.items()
+        ],
+    )
+
+
+def codes(response: Any) -> dict[tuple[str, int], int]:
+    return {
+        (t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions
+    }
+
+
+async def fetch(conn: BrokerConnection, group: str, version: int) -> dict:
+    if version >= 8:
+        request = OffsetFetchRequest(
+            groups=[OffsetFetchRequest.OffsetFetchRequestGroup(group_id=group, topics=None)]
+        )
+        response = await conn.send(request, version)
+        (g,) = response.groups
+        assert g.error_code == 0
+        topics = g.topics
+    else:
+        request = OffsetFetchRequest(
+            group_id=group,
+            topics=[OffsetFetchRequest.OffsetFetchRequestTopic(name="t", partition_indexes=[0, 1])],
+        )
+        response = await conn.send(request, version)
+        topics = response.topics
+    return {
+        (t.name, p.partition_index): (p.committed_offset, p.committed_leader_epoch, p.metadata)
+        for t in topics
+        for p in t.partitions
+    }
+
+
+def test_find_coordinator_creates_the_internal_topic_and_names_this_broker(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path, **SETTINGS) as broker:
+            conn = await connect(broker)
+            v3 = await find(conn, "g")
+            assert (v3.error_code, v3.node_id, v3.port) == (0, 0, broker.port)
+            v4 = await find(conn, "g", version=4)
+            assert [(c.key, c.node_id, c.error_code) for c in v4.coordinators] == [("g", 0, 0)]
+            topic = broker.metadata_cache.topic("__consumer_offsets")
+            assert topic is not None and len(topic.partitions) == 3
+            assert topic.configs["cleanup.policy"] == "compact"
+            bad = await conn.send(FindCoordinatorRequest(key="tx", key_type=1), 3)
+            assert bad.error_code == ErrorCode.INVALID_REQUEST
+
+    run(scenario)
+
+
+def test_membership_errors(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path, **SETTINGS) as broker:
+            conn = await connect(broker)
+            await find(conn, "g")
+            member, generation = await join_and_sync(conn, "g")
+
+            def hb(gen: int, mid: str) -> HeartbeatRequest:
+                return HeartbeatRequest(group_id="g", generation_id=gen, member_id=mid)
+
+            assert (await conn.send(hb(generation, member), 4)).error_code == 0
+            wrong = await conn.send(hb(generation + 1, member), 4)
+            assert wrong.error_code == ErrorCode.ILLEGAL_GENERATION
+            stranger = await conn.send(hb(generation, "nobody"), 4)
+            assert stranger.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+            unknown = await join(conn, "other", "made-up")
+            assert unknown.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+            short = await join(conn, "g", session_timeout_ms=10)
+            assert short.error_code == ErrorCode.INVALID_SESSION_TIMEOUT
+            empty = await join(conn, "")
+            assert empty.error_code == ErrorCode.INVALID_GROUP_ID
+            old = await join(conn, "v3group", version=3)  # before v4 no MEMBER_ID_REQUIRED
+            assert old.error_code == 0 and old.generation_id == 1
+
+            described = await conn.send(DescribeGroupsRequest(groups=["g", "none"]), 5)
+            g, none = described.groups
+            assert (g.group_state, g.protocol_type, g.protocol_data) == (
+                "Stable",
+                "consumer",
+                "range",
+            )
+            assert [m.member_id for m in g.members] == [member]
+            assert g.members[0].member_assignment == b"mine"
+            assert none.group_state == "Dead"
+            listed = await conn.send(ListGroupsRequest(states_filter=["Stable"]), 4)
+            assert {x.group_id for x in listed.groups} == {"g"}
+
+            deleted = await conn.send(DeleteGroupsRequest(groups_names=["g", "none"]), 2)
+            assert [r.error_code for r in deleted.results] == [
+                ErrorCode.NON_EMPTY_GROUP,
+                ErrorCode.GROUP_ID_NOT_FOUND,
+            ]
+            left = await conn.send(
+                LeaveGroupRequest(
+                    group_id="g",
+                    members=[LeaveGroupRequest.MemberIdentity(member_id=member)],
+                ),
+                4,
+            )
+            assert left.error_code == 0 and left.members[0].error_code == 0
+            described = await conn.send(DescribeGroupsRequest(groups=["g"]), 5)
+            assert described.groups[0].group_state == "Empty"
+            deleted = await conn.send(DeleteGroupsRequest(groups_names=["g"]), 2)
+            assert deleted.results[0].error_code == 0
+
+    run(scenario)
+
+
+def test_commit_errors_store_nothing_and_fetch_returns_epochs(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path, **SETTINGS) as broker:
+            conn = await connect(broker)
+            await create_topic(conn, "t", 2)
+            await find(conn, "g")
+            member, generation = await join_and_sync(conn, "g")
+            response = await conn.send(
+                commit_request(
+                    "g",
+                    member,
+                    generation,
+                    [
+                        ("t", 0, 10, 3, "ok"),
+                        ("t", 1, 11, 3, "x" * 17),
+                        ("t", 9, 12, 3, None),
+                        ("nope", 0, 13, 3, None),
+                    ],
+                ),
+                8,
+            )
+            assert codes(response) == {
+                ("t", 0): 0,
+                ("t", 1): ErrorCode.OFFSET_METADATA_TOO_LARGE,
+                ("t", 9): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                ("nope", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            }
+            response = await conn.send(
+                commit_request("g", member, generation + 1, [("t", 1, 99, 3, None)]), 8
+            )
+            assert codes(response) == {("t", 1): ErrorCode.ILLEGAL_GENERATION}
+            assert await fetch(conn, "g", 8) == {("t", 0): (10, 3, "ok")}
+            assert await fetch(conn, "g", 5) == {("t", 0): (10, 3, "ok"), ("t", 1): (-1, -1, "")}
+            v1 = await fetch(conn, "g", 1)
+            assert v1[("t", 0)][0] == 10
+            # v2 carries a retention of 1 ms: ignored (KIP-211), the offset stays.
+            response = await conn.send(
+                commit_request("standalone", "", -1, [("t", 1, 7, -1, None)]), 2
+            )
+            assert codes(response) == {("t", 1): 0}
+            assert (await fetch(conn, "standalone", 8))[("t", 1)][0] == 7
+
+            deleted = await conn.send(
+                OffsetDeleteRequest(
+                    group_id="g",
+                    topics=[
+                        OffsetDeleteRequest.OffsetDeleteRequestTopic(
+                            name="t",
+                            partitions=[
+                                OffsetDeleteRequest.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition(
+                                    partition_index=0
+                                )
+                            ],
+                        )
+                    ],
+                ),
+                0,
+            )
+            assert deleted.error_code == 0
+            assert deleted.topics[0].partitions[0].error_code == ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+
+    run(scenario)
+
+
+def test_committed_offsets_and_groups_are_loaded_back_after_a_restart(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path, **SETTINGS) as broker:
+            conn = await connect(broker)
+            await create_topic(conn, "t", 2)
+            await produce(conn, "t", batch([b"a", b"b"]))
+            await find(conn, "g")
+            member, generation = await join_and_sync(conn, "g")
+            for offset in (1, 2):
+                response = await conn.send(
+                    commit_request("g", member, generation, [("t", 0, offset, 0, "m")]), 8
+                )
+                assert codes(response) == {("t", 0): 0}
+            await conn.close()
+        async with running_broker(tmp_path, **SETTINGS) as broker:
+            conn = await connect(broker)
+            assert await fetch(conn, "g", 8) == {("t", 0): (2, 0, "m")}
+            described = await conn.send(DescribeGroupsRequest(groups=["g"]), 5)
+            # Loaded with its member, which must heartbeat within its session timeout.
+            assert described.groups[0].group_state == "Stable"
+            assert [m.member_id for m in described.groups[0].members] == [member]
+            hb = HeartbeatRequest(group_id="g", generation_id=generation, member_id=member)
+            assert (await conn.send(hb, 4)).error_code == 0
+
+    run(scenario)
