@@ -1,0 +1,99 @@
+"""Groups of three real consumers (confluent-kafka and kafka-python) on a 6-partition
+topic of a real broker process: rebalances on join and leave, and after every member
+restarts, consumption resumes from the committed positions with no gap."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from group_members import HANG_GUARD_S, GroupMember, committed, wait_for
+
+from support.clients import confluent_producer, create_topic
+
+PARTITIONS = 6
+SETTINGS = {
+    "offsets.topic.num.partitions": 5,
+    "offsets.topic.replication.factor": 1,
+    "group.initial.rebalance.delay.ms": 0,
+}
+
+
+def produce(bootstrap: str, topic: str, per_partition: int, phase: int) -> None:
+    producer = confluent_producer(bootstrap)
+    for partition in range(PARTITIONS):
+        for i in range(per_partition):
+            producer.produce(topic, value=f"{phase}-{partition}-{i}".encode(), partition=partition)
+    assert producer.flush(HANG_GUARD_S) == 0
+
+
+def consumed_total(members: list[GroupMember]) -> int:
+    return sum(len(m.consumed) for m in members)
+
+
+def spread(members: list[GroupMember]) -> list[int]:
+    return sorted(len(m.assigned) for m in members)
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("kind", ["confluent", "kafka-python"])
+def test_three_members_rebalance_and_resume_from_committed_positions(
+    broker_factory, kind: str
+) -> None:
+    broker = broker_factory(SETTINGS)
+    topic, group = f"groups-{kind}", f"group-{kind}"
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    everyone: list[GroupMember] = []
+
+    def member(name: str) -> GroupMember:
+        m = GroupMember(kind, broker.bootstrap, group, topic, name)
+        everyone.append(m)
+        m.start()
+        return m
+
+    produce(broker.bootstrap, topic, 10, phase=1)
+    a = member("a")
+    wait_for(lambda: len(a.assigned) == PARTITIONS, "a to own every partition")
+    wait_for(lambda: consumed_total(everyone) >= 60, "a to read phase 1")
+
+    b, c = member("b"), member("c")
+    wait_for(lambda: spread([a, b, c]) == [2, 2, 2], "a rebalance on join to 2/2/2")
+    produce(broker.bootstrap, topic, 10, phase=2)
+    wait_for(lambda: len({x for m in everyone for x in m.consumed}) >= 120, "phase 2 read")
+
+    c.stop()
+    wait_for(lambda: spread([a, b]) == [3, 3], "a rebalance on leave to 3/3")
+    produce(broker.bootstrap, topic, 10, phase=3)
+    wait_for(lambda: len({x for m in everyone for x in m.consumed}) >= 180, "phase 3 read")
+    a.stop()
+    b.stop()
+
+    before = committed(broker.port, group)
+    assert sorted(before) == list(range(PARTITIONS))
+    assert all(offset == 30 for offset, _ in before.values()), before
+    # The committed leader epoch comes back through OffsetFetch v5+ (and v8).
+    assert {epoch for _, epoch in before.values()} == {0}
+    assert committed(broker.port, group, version=5) == before
+
+    produce(broker.bootstrap, topic, 10, phase=4)
+    restarted = [member(name) for name in ("a2", "b2", "c2")]
+    wait_for(lambda: spread(restarted) == [2, 2, 2], "the restarted group to settle")
+    wait_for(
+        lambda: len({x for m in everyone for x in m.consumed}) >= 240, "phase 4 read after restart"
+    )
+    for m in restarted:
+        m.stop()
+
+    # Resumed exactly at the committed positions: nothing before them read again.
+    after = Counter(x for m in restarted for x in m.consumed)
+    for partition, (offset, _) in before.items():
+        first = min(o for p, o in after if p == partition)
+        assert first == offset, f"partition {partition} resumed at {first}, committed {offset}"
+    # No gap anywhere, and a record is read twice only in the one-record uncommitted
+    # window at a change of owner.
+    seen = Counter(x for m in everyone for x in m.consumed)
+    for partition in range(PARTITIONS):
+        assert {o for p, o in seen if p == partition} == set(range(40))
+    duplicates = sum(n - 1 for n in seen.values())
+    assert duplicates <= 2 * PARTITIONS, f"{duplicates} records read twice"
+    assert committed(broker.port, group) == {p: (40, 0) for p in range(PARTITIONS)}
