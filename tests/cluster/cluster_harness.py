@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -56,13 +57,32 @@ class Cluster:
             )
             for i in range(size)
         ]
+        # Brokers stopped with SIGSTOP: alive, but they answer nobody until resumed.
+        self.paused: set[int] = set()
 
     @property
     def bootstrap(self) -> str:
         return ",".join(b.bootstrap for b in self.brokers)
 
+    def responsive(self) -> list[BrokerProcess]:
+        """Brokers that run and are not paused: those that can answer a request."""
+        return [b for b in self.brokers if b.is_running() and b.broker_id not in self.paused]
+
     def live_bootstrap(self) -> str:
-        return ",".join(b.bootstrap for b in self.brokers if b.is_running())
+        return ",".join(b.bootstrap for b in self.responsive())
+
+    def pause(self, broker: int) -> None:
+        """SIGSTOP: the zombie of KIP-320."""
+        self.brokers[broker].pause()
+        self.paused.add(broker)
+
+    def resume(self, broker: int) -> None:
+        self.brokers[broker].resume()
+        self.paused.discard(broker)
+
+    def kill(self, broker: int) -> None:
+        self.brokers[broker].kill()
+        self.paused.discard(broker)
 
     def start(self) -> Cluster:
         for broker in self.brokers:
@@ -74,8 +94,8 @@ class Cluster:
     def wait_for_brokers(self) -> None:
         """Until every running broker lists every running broker (topic creation assigns
         replicas over the brokers the receiving one knows)."""
-        running = {b.broker_id for b in self.brokers if b.is_running()}
-        for broker in self.brokers:
+        running = {b.broker_id for b in self.responsive()}
+        for broker in self.responsive():
             if broker.is_running():
                 wait_until(
                     lambda b=broker: running <= asyncio.run(_cluster(b.port))[1],
@@ -86,6 +106,7 @@ class Cluster:
     def close(self) -> None:
         for broker in self.brokers:
             broker.close()
+        self.paused.clear()
 
     def admin(self) -> AdminClient:
         return AdminClient({"bootstrap.servers": self.live_bootstrap()})
@@ -109,9 +130,7 @@ class Cluster:
 
     def metadata(self, topic: str, via: int | None = None) -> dict[str, Any]:
         """Metadata v12 of one topic as a chosen (or any live) broker answers it."""
-        brokers = (
-            [self.brokers[via]] if via is not None else [b for b in self.brokers if b.is_running()]
-        )
+        brokers = [self.brokers[via]] if via is not None else self.responsive()
         return asyncio.run(_metadata(brokers[0].port, topic))
 
     def leader(self, topic: str, partition: int = 0) -> tuple[int, int]:
@@ -119,12 +138,11 @@ class Cluster:
         return p.leader, p.leader_epoch
 
     def controller_id(self) -> int:
-        for broker in self.brokers:
-            if broker.is_running():
-                try:
-                    return asyncio.run(_cluster(broker.port))[0]
-                except OSError:
-                    continue
+        for broker in self.responsive():
+            try:
+                return asyncio.run(_cluster(broker.port))[0]
+            except OSError:
+                continue
         return -1
 
     def partition_dir(self, broker: int, topic: str, partition: int = 0) -> Path:
@@ -207,6 +225,19 @@ class Cluster:
         response = self.send(broker, request, 12)
         return int(response.responses[0].partitions[0].error_code)
 
+    def produce(
+        self,
+        broker: int,
+        topic: str,
+        records: list[tuple[bytes, bytes]],
+        partition: int = 0,
+        acks: int = -1,
+        timeout_ms: int = 10_000,
+    ) -> tuple[int, int]:
+        """A raw Produce v9 of one batch to one broker: (error code, base offset)."""
+        request = produce_request(topic, partition, records, acks, timeout_ms)
+        return produce_answer(self.send(broker, request, 9))
+
     def send(self, broker: int, request: Any, version: int) -> Any:
         """One request to one broker on a fresh connection."""
         return asyncio.run(send_request(self.brokers[broker].port, request, version))
@@ -237,6 +268,14 @@ class Cluster:
         assert result.returncode == 0, result.stderr.decode(errors="replace")
         return result.stdout.decode()
 
+    def quarantine_show(self, file: str) -> list[dict[str, Any]]:
+        """`epochlog quarantine show FILE`: one JSON line per kept record."""
+        result = subprocess.run(
+            [*epochlog_command(), "quarantine", "show", file], capture_output=True, timeout=60
+        )
+        assert result.returncode == 0, result.stderr.decode(errors="replace")
+        return [json.loads(line) for line in result.stdout.decode().splitlines() if line]
+
     def controller_epoch(self) -> int:
         async def read() -> int:
             store = await open_metastore(self.metastore, RealClock(), session_timeout_ms=3000)
@@ -256,12 +295,50 @@ class OffsetAnswer:
     leader_epoch: int
 
 
+# A bound on one request to one broker: a hang guard, never a judgement of speed.
+REQUEST_BOUND_S = 30.0
+
+
 async def send_request(port: int, request: Any, version: int) -> Any:
-    conn = await BrokerConnection.open(SocketNetwork(), "127.0.0.1", port)
+    conn = await asyncio.wait_for(
+        BrokerConnection.open(SocketNetwork(), "127.0.0.1", port), REQUEST_BOUND_S
+    )
     try:
-        return await conn.send(request, version)
+        return await asyncio.wait_for(conn.send(request, version), REQUEST_BOUND_S)
     finally:
         await conn.close()
+
+
+class BackgroundRequest:
+    """One request sent from a thread of its own, so the test can act (SIGCONT a paused
+    broker) while it waits; ``result`` is the response or the exception it ended with."""
+
+    def __init__(self, port: int, request: Any, version: int, bound_s: float) -> None:
+        self.sent = threading.Event()
+        self._outcome: Any = None
+        self._thread = threading.Thread(
+            target=lambda: asyncio.run(self._run(port, request, version, bound_s)), daemon=True
+        )
+        self._thread.start()
+        assert self.sent.wait(30), "the request was not sent"
+
+    async def _run(self, port: int, request: Any, version: int, bound_s: float) -> None:
+        conn = await BrokerConnection.open(SocketNetwork(), "127.0.0.1", port)
+        try:
+            answer = asyncio.ensure_future(conn.send(request, version))
+            await asyncio.sleep(0.2)  # the request is in the broker's socket by now
+            self.sent.set()
+            self._outcome = await asyncio.wait_for(answer, bound_s)
+        except Exception as exc:  # noqa: BLE001 - handed to the test thread
+            self._outcome = exc
+        finally:
+            self.sent.set()
+            await conn.close()
+
+    def result(self, timeout: float = 60.0) -> Any:
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), "no outcome for the background request"
+        return self._outcome
 
 
 def produce_request(
@@ -293,18 +370,15 @@ def produce_answer(response: Any) -> tuple[int, int]:
 
 
 async def _metadata(port: int, topic: str) -> dict[str, Any]:
-    conn = await BrokerConnection.open(SocketNetwork(), "127.0.0.1", port)
-    try:
-        response = await conn.send(
-            MetadataRequest(
-                topics=[MetadataRequest.MetadataRequestTopic(name=topic, topic_id=None)],
-                allow_auto_topic_creation=False,
-                include_topic_authorized_operations=False,
-            ),
-            12,
-        )
-    finally:
-        await conn.close()
+    response = await send_request(
+        port,
+        MetadataRequest(
+            topics=[MetadataRequest.MetadataRequestTopic(name=topic, topic_id=None)],
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        ),
+        12,
+    )
     (entry,) = response.topics
     return {
         "error": entry.error_code,
@@ -334,18 +408,13 @@ class PartitionView:
 
 async def _cluster(port: int) -> tuple[int, set[int]]:
     """(controller id, registered broker ids) as one broker answers Metadata."""
-    conn = await BrokerConnection.open(SocketNetwork(), "127.0.0.1", port)
-    try:
-        response = await conn.send(
-            MetadataRequest(
-                topics=[],
-                allow_auto_topic_creation=False,
-                include_topic_authorized_operations=False,
-            ),
-            12,
-        )
-    finally:
-        await conn.close()
+    response = await send_request(
+        port,
+        MetadataRequest(
+            topics=[], allow_auto_topic_creation=False, include_topic_authorized_operations=False
+        ),
+        12,
+    )
     return response.controller_id, {b.node_id for b in response.brokers}
 
 
@@ -365,6 +434,7 @@ def eventually(predicate: Callable[[], Any], timeout: float, what: str) -> None:
 
 
 __all__ = [
+    "BackgroundRequest",
     "Cluster",
     "OffsetAnswer",
     "eventually",
