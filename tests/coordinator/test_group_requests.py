@@ -313,3 +313,28 @@ def test_committed_offsets_and_groups_are_loaded_back_after_a_restart(tmp_path: 
             assert (await conn.send(hb, 4)).error_code == 0
 
     run(scenario)
+
+
+def test_deadlines_run_on_the_clock_initial_delay_and_session_timeout(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        settings = {
+            **SETTINGS,
+            "group.initial.rebalance.delay.ms": "100",
+            "group.min.session.timeout.ms": "100",
+        }
+        async with running_broker(tmp_path, **settings) as broker:
+            conn = await connect(broker)
+            await find(conn, "g")
+            # The first join is held for the initial delay, then ends on its own.
+            answer = await join(conn, "g", version=3, session_timeout_ms=300)
+            assert answer.error_code == 0 and answer.generation_id == 1
+            # A member that never heartbeats is removed after its session timeout.
+            state = "CompletingRebalance"
+            while state != "Empty":
+                await broker.seams.clock.sleep(0.05)
+                described = await conn.send(DescribeGroupsRequest(groups=["g"]), 5)
+                state = described.groups[0].group_state
+            hb = HeartbeatRequest(group_id="g", generation_id=1, member_id=answer.member_id)
+            assert (await conn.send(hb, 4)).error_code == ErrorCode.UNKNOWN_MEMBER_ID
+
+    run(scenario)

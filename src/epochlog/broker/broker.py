@@ -119,6 +119,9 @@ class Broker:
 
     async def start(self) -> None:
         """Open the metastore, recover logs, serve, join the cluster, contend for control."""
+        for log_dir in self.config.log_dirs:
+            # The default metastore file lives in the first log directory.
+            self.seams.disk.makedirs(log_dir)
         self.store = await open_metastore(
             metastore_uri(self.config), self.seams.clock, settings=self.config.props
         )
@@ -154,6 +157,7 @@ class Broker:
         )
         await self.controller.start()
         await self.replica_manager.start()
+        await self.coordinator.start()
         self._joined.set()
         self._background = asyncio.create_task(self.log_manager.run_background(self._stop))
         log.info(
