@@ -33,7 +33,8 @@ def iperf3_loopback_bytes_per_s(seconds: float = 3.0) -> float:
     port = free_port()
     server = subprocess.Popen(
         [iperf3, "-s", "-1", "-B", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         deadline = time.monotonic() + 10
@@ -43,7 +44,8 @@ def iperf3_loopback_bytes_per_s(seconds: float = 3.0) -> float:
             time.sleep(0.05)
         client = subprocess.run(
             [iperf3, "-c", "127.0.0.1", "-p", str(port), "-t", str(seconds), "-J"],
-            capture_output=True, timeout=seconds + 30,
+            capture_output=True,
+            timeout=seconds + 30,
         )
         report = json.loads(client.stdout or b"{}")
         if client.returncode != 0 or "error" in report:

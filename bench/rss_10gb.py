@@ -41,13 +41,15 @@ def rss_sampler(pid: int, stop: threading.Event, peak: list[int]) -> None:
 
 def fill(bootstrap: str, topic: str, total: int, value_size: int) -> float:
     """Produce `total` bytes of values in ~1 MB batches; returns seconds taken."""
-    producer = ck.Producer({
-        "bootstrap.servers": bootstrap,
-        "acks": "all",
-        "linger.ms": 20,
-        "batch.size": 1_000_000,
-        "queue.buffering.max.kbytes": 256 * 1024,
-    })
+    producer = ck.Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "linger.ms": 20,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.kbytes": 256 * 1024,
+        }
+    )
     value = os.urandom(value_size)
     failures = 0
 
@@ -77,10 +79,13 @@ def fill(bootstrap: str, topic: str, total: int, value_size: int) -> float:
 
 def read_back(bootstrap: str, topic: str, total: int) -> float:
     """Read `total` bytes from the start: the fetch path must not grow memory either."""
-    consumer = ck.Consumer({
-        "bootstrap.servers": bootstrap, "group.id": "epochlog-bench-unused",
-        "enable.auto.commit": False,
-    })
+    consumer = ck.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "epochlog-bench-unused",
+            "enable.auto.commit": False,
+        }
+    )
     try:
         consumer.assign([ck.TopicPartition(topic, 0, 0)])
         got = 0
@@ -121,8 +126,10 @@ def main(argv: list[str] | None = None) -> int:
         try:
             secs = fill(broker.bootstrap, "rss", total, args.value_bytes)
             on_disk = sum(p.stat().st_size for p in (base / "logs").rglob("*") if p.is_file())
-            print(f"wrote {total / 1e9:.1f} GB in {secs:.0f} s ({total / secs / 1e6:.0f} MB/s);"
-                  f" log on disk {on_disk / 1e9:.2f} GB")
+            print(
+                f"wrote {total / 1e9:.1f} GB in {secs:.0f} s ({total / secs / 1e6:.0f} MB/s);"
+                f" log on disk {on_disk / 1e9:.2f} GB"
+            )
             hwm_after_fill = broker.peak_rss_bytes()
             if args.read_gb > 0:
                 rsecs = read_back(broker.bootstrap, "rss", int(args.read_gb * 1e9))
@@ -132,9 +139,11 @@ def main(argv: list[str] | None = None) -> int:
             sampler.join()
         hwm = broker.peak_rss_bytes()
         verdict = "under" if hwm < TARGET_RSS else "OVER"
-        print(f"peak RSS (VmHWM): {hwm / 1e6:.0f} MB after fill {hwm_after_fill / 1e6:.0f} MB;"
-              f" sampled VmRSS max {peak[0] / 1e6:.0f} MB;"
-              f" {verdict} the {TARGET_RSS / 1e6:.0f} MB target")
+        print(
+            f"peak RSS (VmHWM): {hwm / 1e6:.0f} MB after fill {hwm_after_fill / 1e6:.0f} MB;"
+            f" sampled VmRSS max {peak[0] / 1e6:.0f} MB;"
+            f" {verdict} the {TARGET_RSS / 1e6:.0f} MB target"
+        )
         broker.stop()
     finally:
         broker.close()
