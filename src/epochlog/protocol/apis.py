@@ -25,6 +25,8 @@ from kafka.protocol.admin import (
     DescribeConfigsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
     ListGroupsRequest,
     ListGroupsResponse,
 )
@@ -90,6 +92,7 @@ class ApiKey:
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
     CREATE_PARTITIONS = 37
+    INCREMENTAL_ALTER_CONFIGS = 44
     DELETE_GROUPS = 42
     OFFSET_DELETE = 47
 
@@ -131,6 +134,13 @@ SUPPORTED: dict[int, ApiSpec] = {
         ),
         ApiSpec(ApiKey.DESCRIBE_CONFIGS, DescribeConfigsRequest, DescribeConfigsResponse, 1, 4),
         ApiSpec(ApiKey.CREATE_PARTITIONS, CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
+        ApiSpec(
+            ApiKey.INCREMENTAL_ALTER_CONFIGS,
+            IncrementalAlterConfigsRequest,
+            IncrementalAlterConfigsResponse,
+            0,
+            1,
+        ),
         # The group coordinator: Kafka 3.1's versions, coherent with Fetch v13 (kafka-python
         # infers the broker version from the table) and below what would need KIP-848.
         ApiSpec(ApiKey.OFFSET_COMMIT, OffsetCommitRequest, OffsetCommitResponse, 2, 8),
