@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from epochlog.broker.broker import Broker
 from epochlog.broker.config import BrokerConfig, parse_properties
@@ -87,9 +88,11 @@ def _cmd_up(args: argparse.Namespace) -> int:
     return run_local_cluster(cluster)
 
 
-def _run(coro: object) -> int:
+def _run(work: Callable[[], Awaitable[str] | str]) -> int:
+    """Print what a command produced, or its error, as an operator tool should."""
     try:
-        print(asyncio.run(coro))  # type: ignore[arg-type]
+        result = work()
+        print(asyncio.run(result) if inspect.isawaitable(result) else result)
     except (KafkaError, OSError, ValueError, RuntimeError) as exc:
         print(f"epochlog: {exc}", file=sys.stderr)
         return 1
@@ -99,7 +102,7 @@ def _run(coro: object) -> int:
 def _cmd_topics(args: argparse.Namespace) -> int:
     if args.action == "create":
         return _run(
-            admin_commands.topics_create(
+            lambda: admin_commands.topics_create(
                 args.bootstrap_server,
                 args.topic,
                 args.partitions,
@@ -108,15 +111,17 @@ def _cmd_topics(args: argparse.Namespace) -> int:
             )
         )
     if args.action == "delete":
-        return _run(admin_commands.topics_delete(args.bootstrap_server, args.topic))
+        return _run(lambda: admin_commands.topics_delete(args.bootstrap_server, args.topic))
     if args.action == "alter":
         return _run(
-            admin_commands.topics_alter(args.bootstrap_server, args.topic, dict(args.config or []))
+            lambda: admin_commands.topics_alter(
+                args.bootstrap_server, args.topic, dict(args.config or [])
+            )
         )
     if args.action == "list":
-        return _run(admin_commands.topics_list(args.bootstrap_server))
+        return _run(lambda: admin_commands.topics_list(args.bootstrap_server))
     names = [args.topic] if args.topic else None
-    return _run(admin_commands.topics_describe(args.bootstrap_server, names))
+    return _run(lambda: admin_commands.topics_describe(args.bootstrap_server, names))
 
 
 async def _status(bootstrap: str, as_json: bool) -> str:
@@ -124,19 +129,17 @@ async def _status(bootstrap: str, as_json: bool) -> str:
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    return _run(_status(args.bootstrap_server, args.json))
-
-
-async def _const(text: str) -> str:
-    return text
+    return _run(lambda: _status(args.bootstrap_server, args.json))
 
 
 def _cmd_quarantine(args: argparse.Namespace) -> int:
     if args.action == "list":
-        return _run(_const(quarantine.format_entries(quarantine.entries(args.log_dirs.split(",")))))
+        return _run(lambda: quarantine.format_entries(quarantine.entries(args.log_dirs.split(","))))
     if args.action == "show":
-        return _run(_const(quarantine.show(args.file)))
-    return _run(quarantine.replay(args.file, args.bootstrap_server, args.topic, args.partition))
+        return _run(lambda: quarantine.show(args.file))
+    return _run(
+        lambda: quarantine.replay(args.file, args.bootstrap_server, args.topic, args.partition)
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
