@@ -329,6 +329,11 @@ class ClusterLink:
             return state
         return None
 
+    async def request_preferred_election(self) -> None:
+        """Ask the controller to move leaders back to their preferred replicas."""
+        with contextlib.suppress(NodeExistsError):
+            await self.store.create(layout.PREFERRED_REPLICA_ELECTION, b"", make_parents=True)
+
     async def controlled_shutdown(self, timeout_s: float) -> bool:
         """Ask the controller to move leadership away; True once this broker leads nothing."""
         path = f"{layout.CONTROLLED_SHUTDOWN}/{self.broker_id}"

@@ -1,0 +1,67 @@
+"""ElectLeaders: move leadership back to preferred replicas (KIP-183). The broker files
+the request for the controller and answers once the partitions' new states arrive."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.admin import ElectLeadersResponse
+
+from epochlog.protocol.apis import RequestFrame
+from epochlog.protocol.errors import ErrorCode
+
+PREFERRED = 0
+
+
+def _outcome(broker: Any, topic: str, partition: int) -> tuple[ErrorCode, str | None]:
+    meta = broker.metadata_cache.topic(topic)
+    state = meta.partitions.get(partition) if meta else None
+    if state is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no partition {topic}-{partition}"
+    if state.leader == state.replicas[0]:
+        return ErrorCode.NONE, None
+    return (
+        ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+        f"replica {state.replicas[0]} is not alive and in sync",
+    )
+
+
+async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+    election_type = request.election_type if version >= 1 else PREFERRED
+    if request.topic_partitions is None:
+        wanted = [(t.name, p) for t in broker.metadata_cache.topics() for p in sorted(t.partitions)]
+    else:
+        wanted = [(t.topic, p) for t in request.topic_partitions for p in t.partitions]
+    if election_type != PREFERRED:
+        # Unclean elections follow the topic setting: enable it with
+        # IncrementalAlterConfigs and the controller elects a live replica itself.
+        results = {
+            key: (ErrorCode.INVALID_REQUEST, "use unclean.leader.election.enable") for key in wanted
+        }
+    else:
+        already = {key for key in wanted if _outcome(broker, *key)[0] == ErrorCode.NONE}
+        if len(already) < len(wanted):
+            await broker.cluster.request_preferred_election()
+            await broker.cluster.wait_for_state(
+                lambda: all(_outcome(broker, *key)[0] == ErrorCode.NONE for key in wanted),
+                max(0, request.timeout_ms) / 1000,
+            )
+        results = {
+            key: (ErrorCode.ELECTION_NOT_NEEDED, None) if key in already else _outcome(broker, *key)
+            for key in wanted
+        }
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, partition), (code, message) in results.items():
+        by_topic.setdefault(topic, []).append(
+            ElectLeadersResponse.ReplicaElectionResult.PartitionResult(
+                partition_id=partition, error_code=code, error_message=message
+            )
+        )
+    return ElectLeadersResponse(
+        throttle_time_ms=0,
+        error_code=ErrorCode.NONE,
+        replica_election_results=[
+            ElectLeadersResponse.ReplicaElectionResult(topic=topic, partition_result=parts)
+            for topic, parts in by_topic.items()
+        ],
+    )
