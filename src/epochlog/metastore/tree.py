@@ -7,6 +7,7 @@ events the rules emit into watch notifications.
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
@@ -106,8 +107,16 @@ def create(
     if pnode is None:
         if not make_parents:
             raise NoNodeError(f"parent of {path} does not exist", parent)
-        create(store, parent, b"", ephemeral=False, sequential=False, make_parents=True,
-               session_id=session_id, now_ms=now_ms)
+        create(
+            store,
+            parent,
+            b"",
+            ephemeral=False,
+            sequential=False,
+            make_parents=True,
+            session_id=session_id,
+            now_ms=now_ms,
+        )
         pnode = _need(store, parent)
     if pnode.ephemeral_owner:
         raise NoChildrenForEphemeralsError(path=parent)
@@ -117,8 +126,9 @@ def create(
         raise NodeExistsError(path=path)
     owner = session_id if ephemeral else 0
     store.put(path, Node(bytes(data), ctime=now_ms, mtime=now_ms, ephemeral_owner=owner))
-    store.put(parent, replace(pnode, cversion=pnode.cversion + 1,
-                              num_children=pnode.num_children + 1))
+    store.put(
+        parent, replace(pnode, cversion=pnode.cversion + 1, num_children=pnode.num_children + 1)
+    )
     store.emit(EventType.CREATED, path)
     store.emit(EventType.CHILDREN, parent)
     return path
@@ -146,8 +156,9 @@ def delete(store: NodeStore, path: str, version: int, recursive: bool) -> None:
     store.remove(path)
     parent = parent_of(path)
     pnode = _need(store, parent)
-    store.put(parent, replace(pnode, cversion=pnode.cversion + 1,
-                              num_children=pnode.num_children - 1))
+    store.put(
+        parent, replace(pnode, cversion=pnode.cversion + 1, num_children=pnode.num_children - 1)
+    )
     store.emit(EventType.DELETED, path)
     store.emit(EventType.CHILDREN, parent)
 
@@ -179,9 +190,18 @@ def apply(store: NodeStore, ops: Sequence[Op], session_id: int, now_ms: int) -> 
             check(store, op.path, op.version)
             results.append(None)
         elif isinstance(op, Create):
-            results.append(create(store, op.path, op.data, ephemeral=op.ephemeral,
-                                  sequential=op.sequential, make_parents=False,
-                                  session_id=session_id, now_ms=now_ms))
+            results.append(
+                create(
+                    store,
+                    op.path,
+                    op.data,
+                    ephemeral=op.ephemeral,
+                    sequential=op.sequential,
+                    make_parents=False,
+                    session_id=session_id,
+                    now_ms=now_ms,
+                )
+            )
         elif isinstance(op, SetData):
             results.append(set_data(store, op.path, op.data, op.version, now_ms))
         elif isinstance(op, Delete):
@@ -205,12 +225,13 @@ Action = Callable[[NodeStore, int, int], object]
 class TreeMetastore(Metastore):
     """Metastore whose operations run :mod:`tree` rules inside a backend transaction."""
 
+    @abstractmethod
     async def _write(self, action: Action) -> object:
         """Run ``action(store, session_id, now_ms)`` atomically, checking the session."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def _read(self, action: Action) -> object:
-        raise NotImplementedError
+        """Run ``action`` on a consistent view, without writing."""
 
     async def create(
         self,
@@ -221,9 +242,18 @@ class TreeMetastore(Metastore):
         sequential: bool = False,
         make_parents: bool = False,
     ) -> str:
-        result = await self._write(lambda s, sid, now: create(
-            s, path, data, ephemeral=ephemeral, sequential=sequential,
-            make_parents=make_parents, session_id=sid, now_ms=now))
+        result = await self._write(
+            lambda s, sid, now: create(
+                s,
+                path,
+                data,
+                ephemeral=ephemeral,
+                sequential=sequential,
+                make_parents=make_parents,
+                session_id=sid,
+                now_ms=now,
+            )
+        )
         assert isinstance(result, str)
         return result
 
@@ -232,7 +262,8 @@ class TreeMetastore(Metastore):
 
     async def set(self, path: str, data: bytes, version: int = -1) -> Stat:
         return await self._write(  # type: ignore[return-value]
-            lambda s, sid, now: set_data(s, path, data, version, now))
+            lambda s, sid, now: set_data(s, path, data, version, now)
+        )
 
     async def delete(self, path: str, version: int = -1, recursive: bool = False) -> None:
         await self._write(lambda s, sid, now: delete(s, path, version, recursive))

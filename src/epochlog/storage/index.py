@@ -11,6 +11,7 @@ the file with ``pread``, a handful of small reads per lookup.
 from __future__ import annotations
 
 import struct
+from abc import ABC, abstractmethod
 from array import array
 
 from epochlog.seams import Disk, FileHandle
@@ -23,7 +24,7 @@ class IndexCorrupt(Exception):
     """An index file failed its sanity check and must be rebuilt from the log."""
 
 
-class _SparseIndex:
+class _SparseIndex(ABC):
     """Shared machinery: append-only file of fixed-size sorted entries."""
 
     entry: struct.Struct
@@ -60,8 +61,9 @@ class _SparseIndex:
         """Drop the in-memory copy (segment sealed); lookups then read the file."""
         self._keys = self._values = None
 
+    @abstractmethod
     def _iter_raw(self, data: bytes) -> list[tuple[int, int]]:
-        raise NotImplementedError
+        """Decode packed entries into (key, value) pairs."""
 
     def _append_raw(self, key: int, value: int, packed: bytes) -> None:
         self._file.append(packed)
