@@ -31,10 +31,6 @@ FAST_FAILURE_SETTINGS = {
     "replica.fetch.wait.max.ms": "100",
     "auto.create.topics.enable": "false",
     "leader.imbalance.check.interval.seconds": "3600",
-    # The last broker of a cluster to stop cannot hand its leaderships to anyone: it
-    # waits retries x backoff for nothing (15 s by default), so teardown keeps it short.
-    # Tests that need a controlled shutdown to move leadership raise it again.
-    "controlled.shutdown.retry.backoff.ms": "300",
 }
 
 
@@ -104,7 +100,11 @@ class Cluster:
                 )
 
     def close(self) -> None:
+        """Teardown by SIGKILL: a controlled shutdown of the last brokers would wait out
+        its retries (15 s) for leaderships nobody is left to take. Clean stops are
+        checked where a test asks for them (``BrokerProcess.stop``)."""
         for broker in self.brokers:
+            broker.kill()
             broker.close()
         self.paused.clear()
 
@@ -112,14 +112,20 @@ class Cluster:
         return AdminClient({"bootstrap.servers": self.live_bootstrap()})
 
     def create_topic(
-        self, name: str, partitions: int = 1, replication: int = 3, **config: str
+        self,
+        name: str,
+        partitions: int = 1,
+        replication: int = 3,
+        assignment: list[list[int]] | None = None,
+        **config: str,
     ) -> None:
-        topic = NewTopic(
-            name,
-            partitions,
-            replication,
-            config={k.replace("_", "."): v for k, v in config.items()},
-        )
+        """Create through confluent-kafka's AdminClient (an explicit replica assignment,
+        leader first, when given) and wait until each partition's leader serves it."""
+        configs = {k.replace("_", "."): v for k, v in config.items()}
+        if assignment is not None:
+            topic = NewTopic(name, len(assignment), replica_assignment=assignment, config=configs)
+        else:
+            topic = NewTopic(name, partitions, replication, config=configs)
         admin = self.admin()
         admin.create_topics([topic], operation_timeout=30)[name].result(60)
         wait_until(
@@ -127,6 +133,12 @@ class Cluster:
             30,
             f"leaders for {name}",
         )
+        for p in self.metadata(name)["partitions"]:
+            wait_until(
+                lambda p=p: self.list_offsets(p.leader, name, p.index).error == 0,
+                30,
+                f"broker {p.leader} to serve {name}-{p.index} as leader",
+            )
 
     def metadata(self, topic: str, via: int | None = None) -> dict[str, Any]:
         """Metadata v12 of one topic as a chosen (or any live) broker answers it."""
