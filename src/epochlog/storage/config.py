@@ -42,6 +42,16 @@ def _parse_choice(name: str, value: str, choices: tuple[str, ...]) -> str:
     return stripped
 
 
+def _parse_ratio(name: str, value: str) -> float:
+    try:
+        parsed = float(value.strip())
+    except ValueError:
+        raise ValueError(f"invalid value {value!r} for {name}: not a number") from None
+    if not 0.0 <= parsed <= 1.0:
+        raise ValueError(f"invalid value {value!r} for {name}: must be between 0 and 1")
+    return parsed
+
+
 def _parse_policy(name: str, value: str) -> str:
     parts = sorted(p.strip() for p in value.split(",") if p.strip())
     if not parts or any(p not in ("delete", "compact") for p in parts):
@@ -64,6 +74,8 @@ _TOPIC_PROPERTIES: dict[str, tuple[str, Callable[[str, str], object]]] = {
         lambda n, v: _parse_choice(n, v, (CREATE_TIME, LOG_APPEND_TIME)),
     ),
     "cleanup.policy": ("cleanup_policy", _parse_policy),
+    "delete.retention.ms": ("delete_retention_ms", lambda n, v: _parse_int(n, v, 0)),
+    "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", _parse_ratio),
     "unclean.leader.election.enable": ("unclean_leader_election_enable", _parse_bool),
     "min.insync.replicas": ("min_insync_replicas", lambda n, v: _parse_int(n, v, 1)),
 }
@@ -83,6 +95,8 @@ class LogConfig:
     max_message_bytes: int = 1048588
     message_timestamp_type: str = CREATE_TIME
     cleanup_policy: str = "delete"
+    delete_retention_ms: int = DAY_MS
+    min_cleanable_dirty_ratio: float = 0.5
     unclean_leader_election_enable: bool = False
     min_insync_replicas: int = 1
 
@@ -115,6 +129,16 @@ class LogConfig:
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == LOG_APPEND_TIME
 
+    @property
+    def delete(self) -> bool:
+        """Time and size retention apply only under ``delete`` (Kafka's rule)."""
+        return "delete" in self.cleanup_policy.split(",")
+
+    @property
+    def compact(self) -> bool:
+        """The log cleaner keeps the latest record per key; keys are then required."""
+        return "compact" in self.cleanup_policy.split(",")
+
 
 def known_topic_properties() -> list[str]:
     return list(_TOPIC_PROPERTIES)
@@ -137,6 +161,8 @@ _BROKER_GROUPS: list[list[tuple[str, str, int]]] = [
     [("message.max.bytes", "max.message.bytes", 1)],
     [("log.message.timestamp.type", "message.timestamp.type", 1)],
     [("log.cleanup.policy", "cleanup.policy", 1)],
+    [("log.cleaner.delete.retention.ms", "delete.retention.ms", 1)],
+    [("log.cleaner.min.cleanable.ratio", "min.cleanable.dirty.ratio", 1)],
     [("unclean.leader.election.enable", "unclean.leader.election.enable", 1)],
     [("min.insync.replicas", "min.insync.replicas", 1)],
 ]

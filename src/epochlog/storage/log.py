@@ -22,6 +22,7 @@ from epochlog.protocol.batch import (
 )
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.seams import Clock, Disk
+from epochlog.storage.cleaner import reject_null_keys
 from epochlog.storage.config import LogConfig
 from epochlog.storage.epoch_cache import LeaderEpochCache
 from epochlog.storage.log_loader import LogLoader
@@ -202,6 +203,8 @@ class Log:
     def append_as_leader(self, records: bytearray, leader_epoch: int) -> AppendResult:
         """Validate, assign offsets and epoch, and write a produced record set."""
         batches = self._check_batches(records)
+        if self._config.compact:
+            reject_null_keys(records, batches)
         pending = self.producer_state.begin()
         for _, header in batches:
             duplicate = pending.check(header)
@@ -452,7 +455,8 @@ class Log:
     def delete_segments_for_retention(self, now_ms: int) -> int:
         """Delete old segments by ``retention.ms``, ``retention.bytes`` and log start.
 
-        Never the active segment. Returns how many segments went.
+        Time and size apply only when ``cleanup.policy`` has ``delete``; segments below
+        the log start go under any policy. Never the active segment. Returns how many.
         """
         deletable = 0
         size_excess = (
@@ -464,10 +468,13 @@ class Log:
             next_base = self._segments[i + 1].base_offset
             below_start = next_base <= self._log_start_offset
             largest = segment.max_timestamp if segment.max_timestamp >= 0 else segment.created_ms
+            # A compact-only topic keeps everything for the cleaner (Kafka's rule).
             expired = (
-                self._config.retention_ms >= 0 and now_ms - largest > self._config.retention_ms
+                self._config.delete
+                and self._config.retention_ms >= 0
+                and now_ms - largest > self._config.retention_ms
             )
-            over_size = size_excess >= 0 and size_excess - segment.size >= 0
+            over_size = self._config.delete and size_excess >= 0 and size_excess - segment.size >= 0
             if not (below_start or expired or over_size):
                 break
             size_excess -= segment.size
@@ -491,6 +498,15 @@ class Log:
             segment.delete()
         self._epoch_cache.truncate_from_start(self._log_start_offset)
         self.producer_state.evict_before(self._log_start_offset)
+
+    def replace_segments(self, old: list[LogSegment], new: LogSegment) -> None:
+        """Put a cleaned segment in place of the consecutive sealed ``old`` ones (the
+        cleaner has already swapped the files); the caller closes ``old`` later."""
+        first = self._segments.index(old[0])
+        if self._segments[first : first + len(old)] != old or old[-1] is self.active_segment:
+            raise ValueError("replace_segments needs consecutive sealed segments of this log")
+        self._segments[first : first + len(old)] = [new]
+        self._bases = [s.base_offset for s in self._segments]
 
     def maybe_increment_log_start_offset(self, offset: int) -> None:
         """DeleteRecords: move the log start forward; whole segments go at retention."""

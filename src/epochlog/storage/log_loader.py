@@ -1,6 +1,7 @@
 """Opening a partition's log: find segments, recover what may be torn, rebuild state.
 
-Unless the broker shut down cleanly, every batch after the recovery point is re-validated
+A log cleaner's swap cut short by a crash is finished or discarded first. Unless the
+broker shut down cleanly, every batch after the recovery point is re-validated
 (structure and CRC32C). The first bad batch and everything after it is cut, its bytes
 kept in quarantine, and exactly what was cut is logged. Indexes of recovered segments,
 and any index failing its sanity check, are rebuilt from the log.
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from epochlog.protocol.batch import HEADER_SIZE, BatchHeader, read_header
 from epochlog.protocol.errors import KafkaError
 from epochlog.seams import Clock, Disk
+from epochlog.storage.cleaner import finish_interrupted_swaps
 from epochlog.storage.epoch_cache import CHECKPOINT_FILE, LeaderEpochCache
 from epochlog.storage.index import IndexCorrupt
 from epochlog.storage.quarantine import Quarantine
@@ -62,6 +64,7 @@ class LogLoader:
 
     def load(self, recovery_point: int, log_start_offset: int, clean_shutdown: bool) -> LoadedLog:
         self.disk.makedirs(self.directory)
+        finish_interrupted_swaps(self.disk, self.directory)
         bases = self._scan_directory()
         epoch_cache, epochs_ok = self._open_epoch_cache()
         segments: list[LogSegment] = []

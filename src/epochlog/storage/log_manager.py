@@ -2,8 +2,12 @@
 
 Loads logs at start (recovering those not shut down cleanly), places new ones, and runs
 the periodic work Kafka's LogManager schedules: flush by ``flush.ms``, retention, and
-the recovery-point and log-start-offset checkpoints. Only the background loop is async;
-it sleeps through the Clock seam.
+the recovery-point and log-start-offset checkpoints, and the log cleaner for compacted
+topics. Only the background loop is async; it sleeps through the Clock seam.
+
+The cleaner compacts a partition only below its high watermark, which storage does not
+know: the owner of the partitions supplies it as ``high_watermark(topic, partition)``.
+Without that source the cleaner cleans nothing (see ``storage/cleaner.py`` for why).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from epochlog.storage.checkpoints import (
     mark_clean_shutdown,
     was_clean_shutdown,
 )
+from epochlog.storage.cleaner import CLEANER_CHECKPOINT, LogCleaner, dirty_ratio
 from epochlog.storage.config import LONG_MAX, LogConfig
 from epochlog.storage.log import Log
 
@@ -41,21 +46,37 @@ class LogManagerSettings:
     flush_start_offset_checkpoint_interval_ms: int = 60_000
     producer_id_expiration_ms: int = 86_400_000
     producer_id_expiration_check_interval_ms: int = 600_000
+    cleaner_enable: bool = True
+    cleaner_backoff_ms: int = 15_000
+    cleaner_dedupe_buffer_size: int = 134_217_728
+    file_delete_delay_ms: int = 60_000
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> LogManagerSettings:
-        names = {
-            "log.flush.scheduler.interval.ms": "flush_scheduler_interval_ms",
-            "log.retention.check.interval.ms": "retention_check_interval_ms",
-            "log.flush.offset.checkpoint.interval.ms": "flush_offset_checkpoint_interval_ms",
-            "log.flush.start.offset.checkpoint.interval.ms":
+        names = [
+            ("log.flush.scheduler.interval.ms", "flush_scheduler_interval_ms"),
+            ("log.retention.check.interval.ms", "retention_check_interval_ms"),
+            ("log.flush.offset.checkpoint.interval.ms", "flush_offset_checkpoint_interval_ms"),
+            (
+                "log.flush.start.offset.checkpoint.interval.ms",
                 "flush_start_offset_checkpoint_interval_ms",
-            "producer.id.expiration.ms": "producer_id_expiration_ms",
-            "producer.id.expiration.check.interval.ms":
+            ),
+            ("producer.id.expiration.ms", "producer_id_expiration_ms"),
+            (
+                "producer.id.expiration.check.interval.ms",
                 "producer_id_expiration_check_interval_ms",
-        }
-        values = {}
-        for prop, field in names.items():
+            ),
+            ("log.cleaner.backoff.ms", "cleaner_backoff_ms"),
+            ("log.cleaner.dedupe.buffer.size", "cleaner_dedupe_buffer_size"),
+            ("file.delete.delay.ms", "file_delete_delay_ms"),
+        ]
+        values: dict[str, int | bool] = {}
+        if "log.cleaner.enable" in props:
+            enable = str(props["log.cleaner.enable"]).strip().lower()
+            if enable not in ("true", "false"):
+                raise ValueError(f"invalid value {enable!r} for log.cleaner.enable")
+            values["cleaner_enable"] = enable == "true"
+        for prop, field in names:
             if prop in props:
                 try:
                     values[field] = int(props[prop])
@@ -76,8 +97,13 @@ def parse_partition_dir(name: str) -> TopicPartition | None:
 
 class LogManager:
     def __init__(
-        self, disk: Disk, clock: Clock, log_dirs: list[str], default_config: LogConfig,
+        self,
+        disk: Disk,
+        clock: Clock,
+        log_dirs: list[str],
+        default_config: LogConfig,
         settings: LogManagerSettings | None = None,
+        high_watermark: Callable[[str, int], int | None] | None = None,
     ) -> None:
         if not log_dirs:
             raise ValueError("log.dirs must name at least one directory")
@@ -88,6 +114,16 @@ class LogManager:
         self.settings = settings or LogManagerSettings()
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, str] = {}
+        # Where each partition's high watermark comes from (bounds the cleaner).
+        self.high_watermark = high_watermark
+        self.cleaner = LogCleaner(
+            disk,
+            clock,
+            self.settings.cleaner_dedupe_buffer_size,
+            self.settings.file_delete_delay_ms,
+        )
+        self._first_dirty: dict[TopicPartition, int] = {}
+        self._warned_no_hw = False
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -98,6 +134,7 @@ class LogManager:
             clean = was_clean_shutdown(self.disk, log_dir)
             recovery = self._read_checkpoint(log_dir, RECOVERY_POINT_CHECKPOINT)
             starts = self._read_checkpoint(log_dir, LOG_START_OFFSET_CHECKPOINT)
+            self._first_dirty.update(self._read_checkpoint(log_dir, CLEANER_CHECKPOINT))
             for name in self.disk.listdir(log_dir):
                 path = f"{log_dir}/{name}"
                 if name.endswith("-delete"):
@@ -111,8 +148,14 @@ class LogManager:
                     raise ValueError(f"{tp[0]}-{tp[1]} found in two log dirs")
                 config = topic_configs(tp[0]) if topic_configs else self.default_config
                 self._logs[tp] = Log.open(
-                    self.disk, self.clock, path, tp[0], tp[1], config,
-                    recovery_point=recovery.get(tp, 0), log_start_offset=starts.get(tp, 0),
+                    self.disk,
+                    self.clock,
+                    path,
+                    tp[0],
+                    tp[1],
+                    config,
+                    recovery_point=recovery.get(tp, 0),
+                    log_start_offset=starts.get(tp, 0),
                     clean_shutdown=clean,
                 )
                 self._dir_of[tp] = log_dir
@@ -129,6 +172,8 @@ class LogManager:
         """Flush and close every log, write checkpoints, then mark a clean shutdown."""
         for log in self._logs.values():
             log.close()
+        self.cleaner.close_retired(self.clock.time_ms(), force=True)
+        self.checkpoint_cleaner_offsets()
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
         for log_dir in self.log_dirs:
@@ -143,7 +188,10 @@ class LogManager:
         return list(self._logs.values())
 
     def create_log(
-        self, topic: str, partition: int, config: LogConfig | None = None,
+        self,
+        topic: str,
+        partition: int,
+        config: LogConfig | None = None,
         topic_id: str | None = None,
     ) -> Log:
         """The partition's log, created in the log dir holding the fewest partitions."""
@@ -155,7 +203,11 @@ class LogManager:
                 counts[d] += 1
             log_dir = min(self.log_dirs, key=lambda d: counts[d])
             log = Log.open(
-                self.disk, self.clock, f"{log_dir}/{topic}-{partition}", topic, partition,
+                self.disk,
+                self.clock,
+                f"{log_dir}/{topic}-{partition}",
+                topic,
+                partition,
                 config or self.default_config,
             )
             self._logs[tp] = log
@@ -170,6 +222,7 @@ class LogManager:
         if log is None:
             return False
         self._dir_of.pop(tp)
+        self._first_dirty.pop(tp, None)
         log.delete()
         return True
 
@@ -190,6 +243,44 @@ class LogManager:
         for log in self.all_logs():
             log.producer_state.remove_expired(now_ms, self.settings.producer_id_expiration_ms)
 
+    def first_dirty_offset(self, log: Log) -> int:
+        """Where the uncleaned part of ``log`` starts (its log start if unknown, or if a
+        truncation left the checkpointed offset past the log end)."""
+        offset = self._first_dirty.get((log.topic, log.partition), log.log_start_offset)
+        if offset > log.log_end_offset:
+            offset = log.log_start_offset
+        return max(offset, log.log_start_offset)
+
+    def clean_logs(self, now_ms: int) -> int:
+        """One cleaning pass over every compacted log dirty enough; returns how many
+        were cleaned. Bounded by each partition's high watermark."""
+        self.cleaner.close_retired(now_ms)
+        if self.high_watermark is None:
+            if not self._warned_no_hw:
+                logger.info("log cleaner idle: no high-watermark source to bound it")
+                self._warned_no_hw = True
+            return 0
+        cleaned = 0
+        for log in self.all_logs():
+            if not log.config.compact:
+                continue
+            bound = self.high_watermark(log.topic, log.partition)
+            if bound is None:
+                continue
+            first_dirty = self.first_dirty_offset(log)
+            if dirty_ratio(log, first_dirty, bound) < log.config.min_cleanable_dirty_ratio:
+                continue
+            result = self.cleaner.clean(log, first_dirty, bound, now_ms)
+            if result is not None:
+                self._first_dirty[(log.topic, log.partition)] = result[1]
+                cleaned += 1
+        if cleaned:
+            self.checkpoint_cleaner_offsets()
+        return cleaned
+
+    def checkpoint_cleaner_offsets(self) -> None:
+        self._write_checkpoints(CLEANER_CHECKPOINT, self.first_dirty_offset)
+
     def checkpoint_recovery_points(self) -> None:
         self._write_checkpoints(RECOVERY_POINT_CHECKPOINT, lambda log: log.recovery_point)
 
@@ -198,9 +289,7 @@ class LogManager:
 
     def _write_checkpoints(self, name: str, value: Callable[[Log], int]) -> None:
         for log_dir in self.log_dirs:
-            offsets = {
-                tp: value(self._logs[tp]) for tp, d in self._dir_of.items() if d == log_dir
-            }
+            offsets = {tp: value(self._logs[tp]) for tp, d in self._dir_of.items() if d == log_dir}
             OffsetCheckpointFile(self.disk, f"{log_dir}/{name}").write(offsets)
 
     async def run_background(self, stop_event: asyncio.Event) -> None:
@@ -216,6 +305,8 @@ class LogManager:
             ),
             (s.producer_id_expiration_check_interval_ms, self.expire_producers),
         ]
+        if s.cleaner_enable:
+            tasks.append((s.cleaner_backoff_ms, self.clean_logs))
         start = self.clock.time_ms()
         due = [start + interval for interval, _ in tasks]
         while not stop_event.is_set():
