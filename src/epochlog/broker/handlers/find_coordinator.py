@@ -20,9 +20,9 @@ CREATE_TIMEOUT_S = 10.0
 
 
 async def ensure_offsets_topic(broker: Any) -> TopicMetadata | None:
-    """The internal topic, created if missing: compacted, replicated up to the live
-    brokers. ``retention.ms=-1`` because the log's time retention does not yet skip
-    compacted topics (a compacted topic never loses a key's latest value to time)."""
+    """The internal topic, created if missing: compacted (time and size retention apply
+    only under ``delete``, so no key's latest value is lost to them), replicated up to
+    the live brokers."""
     cache = broker.metadata_cache
     topic = cache.topic(OFFSETS_TOPIC)
     if topic is not None:
@@ -37,7 +37,6 @@ async def ensure_offsets_topic(broker: Any) -> TopicMetadata | None:
         configs = {
             "cleanup.policy": "compact",
             "segment.bytes": str(s.segment_bytes),
-            "retention.ms": "-1",
         }
         try:
             await broker.create_topic(
