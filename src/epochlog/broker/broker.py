@@ -58,6 +58,7 @@ class Broker:
             self.log_defaults,
             LogManagerSettings.from_properties(config.props),
         )
+        self.log_manager.high_watermark = self._high_watermark
         self.metadata_cache = MetadataCache("")
         self.replica_manager = ReplicaManager(
             self.broker_id,
@@ -92,6 +93,13 @@ class Broker:
 
     def _new_uuid(self) -> uuid.UUID:
         return uuid.UUID(int=self.seams.random.getrandbits(128), version=4)
+
+    def _high_watermark(self, topic: str, partition: int) -> int | None:
+        """The log cleaner's bound: it never compacts what is not yet committed."""
+        try:
+            return self.replica_manager.partition(topic, partition).high_watermark
+        except KafkaError:
+            return None
 
     def _endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
         endpoint = self.metadata_cache.brokers.get(broker_id)
