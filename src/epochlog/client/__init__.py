@@ -1,1 +1,35 @@
-"""epochlog's own Kafka client (grows into producer, consumer and admin)."""
+"""epochlog's own Kafka client: asyncio core (``AsyncProducer``, ``AsyncConsumer``,
+``AsyncAdmin``) and synchronous wrappers (``Producer``, ``Consumer``)."""
+
+from epochlog.client.consumer import AsyncConsumer, ConsumerRecord, ConsumerRecords, OffsetAndEpoch
+from epochlog.client.errors import (
+    ConfigError,
+    DeliveryError,
+    LogTruncationError,
+    NoOffsetForPartitionError,
+    OffsetOutOfRangeError,
+    StaleMetadataError,
+    TopicIdChangedError,
+    TopicPartition,
+)
+from epochlog.client.producer import AsyncProducer, RecordMetadata
+from epochlog.client.sync import Consumer, Producer
+
+__all__ = [
+    "AsyncConsumer",
+    "AsyncProducer",
+    "ConfigError",
+    "Consumer",
+    "ConsumerRecord",
+    "ConsumerRecords",
+    "DeliveryError",
+    "LogTruncationError",
+    "NoOffsetForPartitionError",
+    "OffsetAndEpoch",
+    "OffsetOutOfRangeError",
+    "Producer",
+    "RecordMetadata",
+    "StaleMetadataError",
+    "TopicIdChangedError",
+    "TopicPartition",
+]

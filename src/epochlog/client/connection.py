@@ -25,6 +25,11 @@ class BrokerConnection:
         self._reader = asyncio.get_running_loop().create_task(self._read_loop())
         self._closed: BaseException | None = None
 
+    @property
+    def closed(self) -> bool:
+        """True once the connection failed or was closed; open a new one then."""
+        return self._closed is not None
+
     @classmethod
     async def open(
         cls, network: Network, host: str, port: int, client_id: str = "epochlog"

@@ -1,0 +1,553 @@
+"""AsyncConsumer without groups (assign and seek): positions carry the leader epoch of
+the record before them, every request carries CurrentLeaderEpoch, positions are
+validated with OffsetsForLeaderEpoch after a leader change or a seek with an epoch, and
+truncation is reported or repaired per ``auto.offset.reset`` (KIP-320 and its draft).
+The decisions live in ``positions.py``; this module does the requests."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest
+
+from epochlog.client.config import consumer_config
+from epochlog.client.errors import (
+    LogTruncationError,
+    NoOffsetForPartitionError,
+    OffsetOutOfRangeError,
+    StaleMetadataError,
+    TopicPartition,
+)
+from epochlog.client.metadata import Cluster, backoff_seconds
+from epochlog.client.positions import (
+    Divergence,
+    Move,
+    PartitionPosition,
+    Phase,
+    ResetCause,
+    ResetPolicy,
+    Target,
+    find_divergence,
+)
+from epochlog.protocol import batch as _batch
+from epochlog.protocol.errors import ErrorCode
+from epochlog.protocol.records import iter_records
+from epochlog.seams import Seams, real_seams
+
+log = logging.getLogger("epochlog.client.consumer")
+
+FETCH_VERSION = 12
+LIST_OFFSETS_VERSION = 7
+OFFSET_FOR_LEADER_EPOCH_VERSION = 4
+EARLIEST = -2
+LATEST = -1
+CONSUMER_REPLICA_ID = -1
+LEADERSHIP_ERRORS = {
+    ErrorCode.FENCED_LEADER_EPOCH,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.LEADER_NOT_AVAILABLE,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+}
+# Answers that mean "not yet": the broker is behind our metadata, or KIP-207's hold.
+RETRY_LATER = {ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.OFFSET_NOT_AVAILABLE}
+
+
+@dataclass(slots=True)
+class ConsumerRecord:
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+    leader_epoch: int | None
+
+
+@dataclass(frozen=True)
+class OffsetAndEpoch:
+    """A position to commit or seek to: offset and the epoch of the record before it."""
+
+    offset: int
+    leader_epoch: int | None = None
+
+
+class ConsumerRecords(list[ConsumerRecord]):
+    """The records of one poll, with the positions after them, ready to commit."""
+
+    def __init__(
+        self,
+        records: Iterable[ConsumerRecord] = (),
+        next_offsets: Mapping[TopicPartition, OffsetAndEpoch] | None = None,
+    ) -> None:
+        super().__init__(records)
+        self._next = dict(next_offsets or {})
+
+    def next_offsets(self) -> dict[TopicPartition, OffsetAndEpoch]:
+        return dict(self._next)
+
+
+def _tp(value: TopicPartition | tuple[str, int]) -> TopicPartition:
+    return value if isinstance(value, TopicPartition) else TopicPartition(*value)
+
+
+class AsyncConsumer:
+    """A consumer of assigned partitions. ``poll`` raises LogTruncationError,
+    OffsetOutOfRangeError or NoOffsetForPartitionError only with ``auto.offset.reset``
+    none, and TopicIdChangedError when a topic in use was re-created."""
+
+    def __init__(self, config: Mapping[str, object], seams: Seams | None = None) -> None:
+        self.config = consumer_config(config)
+        self._seams = seams or real_seams()
+        self._clock = self._seams.clock
+        c = self.config
+        self._policy = ResetPolicy(c["auto.offset.reset"])
+        self._cluster = Cluster(
+            self._seams.network,
+            self._clock,
+            c["bootstrap.servers"],
+            c["client.id"],
+            c["retry.backoff.ms"],
+            c["retry.backoff.max.ms"],
+            c["request.timeout.ms"],
+        )
+        self._positions: dict[TopicPartition, PartitionPosition] = {}
+        self._refresh_needed = True
+        self._refreshed_at = float("-inf")
+        self._retries = 0
+
+    # -- assignment and positions ---------------------------------------------------
+
+    def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        """Read exactly these partitions; new ones start by the reset policy."""
+        wanted = [_tp(p) for p in partitions]
+        self._positions = {tp: self._positions.get(tp) or PartitionPosition() for tp in wanted}
+        self._refresh_needed = True
+
+    def assignment(self) -> list[TopicPartition]:
+        return list(self._positions)
+
+    def seek(
+        self, tp: TopicPartition | tuple[str, int], offset: int, leader_epoch: int | None = None
+    ) -> None:
+        """Fetch from ``offset`` next; with ``leader_epoch`` (of the record before it),
+        the position is validated against the leader first. No request is made here."""
+        tp = _tp(tp)
+        if tp not in self._positions:
+            raise ValueError(f"{tp} is not assigned")
+        self._positions[tp].seek(offset, leader_epoch)
+
+    def position(self, tp: TopicPartition | tuple[str, int]) -> OffsetAndEpoch | None:
+        pos = self._positions[_tp(tp)]
+        return None if pos.offset is None else OffsetAndEpoch(pos.offset, pos.offset_epoch)
+
+    def phase(self, tp: TopicPartition | tuple[str, int]) -> Phase:
+        return self._positions[_tp(tp)].phase
+
+    # -- poll -----------------------------------------------------------------------
+
+    async def poll(self, timeout_ms: int = 1000) -> ConsumerRecords:
+        """Records fetched within ``timeout_ms`` (perhaps none)."""
+        deadline = self._clock.monotonic() + timeout_ms / 1000
+        while True:
+            await self._prepare()
+            self._raise_failures()
+            remaining = deadline - self._clock.monotonic()
+            records = await self._fetch(max(0, int(remaining * 1000)))
+            if records or self._clock.monotonic() >= deadline:
+                return records
+            if not any(p.can_fetch() for p in self._positions.values()):
+                pause = backoff_seconds(
+                    self._retries,
+                    self.config["retry.backoff.ms"],
+                    self.config["retry.backoff.max.ms"],
+                )
+                self._retries += 1
+                await self._clock.sleep(min(pause, max(0.0, deadline - self._clock.monotonic())))
+
+    def _raise_failures(self) -> None:
+        failed = {tp: p for tp, p in self._positions.items() if p.phase is Phase.FAILED}
+        if not failed:
+            return
+        truncated = {
+            tp: p
+            for tp, p in failed.items()
+            if p.cause in (ResetCause.TRUNCATION_KNOWN, ResetCause.TRUNCATION_UNKNOWN)
+        }
+        if truncated:
+            raise LogTruncationError(
+                {tp: p.divergence for tp, p in truncated.items()},
+                {tp: p.offset for tp, p in truncated.items() if p.offset is not None},
+            )
+        low = {tp: p.offset for tp, p in failed.items() if p.cause is ResetCause.OUT_OF_RANGE_LOW}
+        if low:
+            raise OffsetOutOfRangeError({tp: o for tp, o in low.items() if o is not None})
+        raise NoOffsetForPartitionError(sorted(failed))
+
+    async def _prepare(self) -> None:
+        """Metadata, then validations, then resets: what must happen before fetching."""
+        stale_age = self._clock.monotonic() - self._refreshed_at
+        waiting = any(
+            p.leader is None or (p.phase is Phase.AWAIT_VALIDATION and not p.can_validate())
+            for p in self._positions.values()
+        )
+        if self._refresh_needed or waiting or stale_age * 1000 > self.config["metadata.max.age.ms"]:
+            await self._refresh_metadata()
+        await self._validate()
+        await self._reset()
+
+    async def _refresh_metadata(self) -> None:
+        try:
+            await self._cluster.refresh({tp.topic for tp in self._positions}, self._positions)
+        except StaleMetadataError as exc:
+            log.warning("%s", exc)
+            return
+        except (ConnectionError, OSError) as exc:
+            log.warning("metadata refresh failed: %s", exc)
+            return
+        self._refresh_needed = False
+        self._refreshed_at = self._clock.monotonic()
+        for tp, pos in self._positions.items():
+            meta = self._cluster.cache.partition(tp)
+            if meta is None:
+                continue
+            before = pos.leader_epoch
+            if pos.update_leader(meta.leader, meta.leader_epoch):
+                log.info(
+                    "%s: leader epoch %s -> %d; validating position %s (epoch %s)",
+                    tp,
+                    before,
+                    meta.leader_epoch,
+                    pos.offset,
+                    pos.offset_epoch,
+                )
+
+    def _log_move(self, tp: TopicPartition, move: Move | None) -> None:
+        if move is not None:
+            log.warning("%s", move.describe(tp))
+
+    def _by_leader(self, ready: Iterable[TopicPartition]) -> dict[int, list[TopicPartition]]:
+        groups: dict[int, list[TopicPartition]] = {}
+        for tp in ready:
+            leader = self._positions[tp].leader
+            assert leader is not None
+            groups.setdefault(leader, []).append(tp)
+        return groups
+
+    async def _request(self, leader: int, request: Any, version: int) -> Any | None:
+        """One request to a leader; None (and a metadata refresh) if it could not answer."""
+        try:
+            return await self._cluster.send(leader, request, version)
+        except (ConnectionError, OSError) as exc:
+            log.info("request to broker %d failed: %s", leader, exc)
+            for pos in self._positions.values():
+                if pos.leader == leader:
+                    pos.leader_lost()
+            self._refresh_needed = True
+            return None
+
+    def _partition_error(self, tp: TopicPartition, code: ErrorCode, what: str) -> None:
+        pos = self._positions[tp]
+        if code in LEADERSHIP_ERRORS:
+            log.info("%s: %s on %s; refreshing metadata", tp, code.name, what)
+            pos.leader_lost()
+            self._refresh_needed = True
+        elif code in RETRY_LATER:
+            log.info("%s: %s on %s; retrying after backoff", tp, code.name, what)
+            self._refresh_needed = True
+        else:
+            log.warning("%s: %s on %s", tp, code.name, what)
+            self._refresh_needed = True
+
+    async def _validate(self) -> None:
+        ready = [tp for tp, p in self._positions.items() if p.can_validate()]
+        await asyncio.gather(
+            *(self._validate_on(leader, tps) for leader, tps in self._by_leader(ready).items())
+        )
+
+    async def _validate_on(self, leader: int, tps: list[TopicPartition]) -> None:
+        topic_cls = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
+        by_topic: dict[str, list[TopicPartition]] = {}
+        for tp in tps:
+            by_topic.setdefault(tp.topic, []).append(tp)
+        request = OffsetForLeaderEpochRequest(
+            replica_id=CONSUMER_REPLICA_ID,
+            topics=[
+                topic_cls(
+                    topic=topic,
+                    partitions=[
+                        topic_cls.OffsetForLeaderPartition(
+                            partition=tp.partition,
+                            current_leader_epoch=self._positions[tp].current_leader_epoch,
+                            leader_epoch=self._positions[tp].offset_epoch,
+                        )
+                        for tp in group
+                    ],
+                )
+                for topic, group in by_topic.items()
+            ],
+        )
+        response = await self._request(leader, request, OFFSET_FOR_LEADER_EPOCH_VERSION)
+        if response is None:
+            return
+        for t in response.topics:
+            for p in t.partitions:
+                tp = TopicPartition(t.topic, p.partition)
+                pos = self._positions.get(tp)
+                if pos is None or pos.phase is not Phase.AWAIT_VALIDATION:
+                    continue
+                code = ErrorCode(p.error_code)
+                if code != ErrorCode.NONE:
+                    self._partition_error(tp, code, "OffsetsForLeaderEpoch")
+                    continue
+                self._log_move(
+                    tp, pos.complete_validation(p.leader_epoch, p.end_offset, self._policy)
+                )
+                if pos.phase is Phase.AWAIT_RESET:
+                    log.warning("%s: log truncated; divergence offset unknown", tp)
+
+    async def _reset(self) -> None:
+        ready = []
+        for tp, pos in self._positions.items():
+            if pos.phase is Phase.AWAIT_RESET and self._policy is ResetPolicy.NONE:
+                pos.phase = Phase.FAILED
+            elif pos.can_reset():
+                ready.append(tp)
+        await asyncio.gather(
+            *(self._reset_on(leader, tps) for leader, tps in self._by_leader(ready).items())
+        )
+
+    async def _list_offsets(
+        self, leader: int, wanted: dict[TopicPartition, int]
+    ) -> dict[TopicPartition, tuple[int, int]]:
+        """ListOffsets with CurrentLeaderEpoch: tp -> (offset, leader epoch); partitions
+        that failed are left out (their error handled)."""
+        topic_cls = ListOffsetsRequest.ListOffsetsTopic
+        by_topic: dict[str, list[TopicPartition]] = {}
+        for tp in wanted:
+            by_topic.setdefault(tp.topic, []).append(tp)
+        request = ListOffsetsRequest(
+            replica_id=CONSUMER_REPLICA_ID,
+            isolation_level=0,
+            topics=[
+                topic_cls(
+                    name=topic,
+                    partitions=[
+                        topic_cls.ListOffsetsPartition(
+                            partition_index=tp.partition,
+                            current_leader_epoch=self._positions[tp].current_leader_epoch,
+                            timestamp=wanted[tp],
+                        )
+                        for tp in group
+                    ],
+                )
+                for topic, group in by_topic.items()
+            ],
+        )
+        response = await self._request(leader, request, LIST_OFFSETS_VERSION)
+        out: dict[TopicPartition, tuple[int, int]] = {}
+        for t in response.topics if response is not None else []:
+            for p in t.partitions:
+                tp = TopicPartition(t.name, p.partition_index)
+                code = ErrorCode(p.error_code)
+                if code != ErrorCode.NONE:
+                    self._partition_error(tp, code, "ListOffsets")
+                else:
+                    out[tp] = (p.offset, p.leader_epoch)
+        return out
+
+    async def _reset_on(self, leader: int, tps: list[TopicPartition]) -> None:
+        plans = {tp: self._positions[tp].plan_reset(self._policy) for tp in tps}
+        wanted = {}
+        for tp, plan in plans.items():
+            if plan.target is Target.DIVERGENCE:
+                assert plan.offset is not None
+                self._log_move(tp, self._positions[tp].complete_reset(plan.offset, plan.target))
+            elif plan.target is Target.TIMESTAMP:
+                assert plan.timestamp is not None
+                wanted[tp] = plan.timestamp
+            else:
+                wanted[tp] = EARLIEST if plan.target is Target.LOG_START else LATEST
+        answers = await self._list_offsets(leader, wanted)
+        no_match = {}
+        for tp, (offset, _epoch) in answers.items():
+            target = plans[tp].target
+            if target is Target.TIMESTAMP and offset < 0:
+                no_match[tp] = LATEST  # no record at or after that time: the log end
+                continue
+            self._log_move(tp, self._positions[tp].complete_reset(offset, target))
+        if no_match:
+            for tp, (offset, _epoch) in (await self._list_offsets(leader, no_match)).items():
+                self._log_move(tp, self._positions[tp].complete_reset(offset, Target.LOG_END))
+
+    # -- fetching -------------------------------------------------------------------
+
+    async def _fetch(self, max_wait_ms: int) -> ConsumerRecords:
+        ready = [tp for tp, p in self._positions.items() if p.can_fetch()]
+        if not ready:
+            return ConsumerRecords()
+        wait = min(self.config["fetch.max.wait.ms"], max_wait_ms)
+        results = await asyncio.gather(
+            *(self._fetch_from(leader, tps, wait) for leader, tps in self._by_leader(ready).items())
+        )
+        records: list[ConsumerRecord] = []
+        touched: set[TopicPartition] = set()
+        for got in results:
+            for tp, recs in got.items():
+                records.extend(recs)
+                touched.add(tp)
+        if records:
+            self._retries = 0
+        next_offsets = {}
+        for tp in touched:
+            pos = self._positions[tp]
+            if pos.offset is not None:
+                next_offsets[tp] = OffsetAndEpoch(pos.offset, pos.offset_epoch)
+        return ConsumerRecords(records, next_offsets)
+
+    async def _fetch_from(
+        self, leader: int, tps: list[TopicPartition], max_wait_ms: int
+    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        offsets = {tp: self._positions[tp].offset for tp in tps}
+        by_topic: dict[str, list[TopicPartition]] = {}
+        for tp in tps:
+            by_topic.setdefault(tp.topic, []).append(tp)
+        fetch_topic = FetchRequest.FetchTopic
+        request = FetchRequest(
+            replica_id=CONSUMER_REPLICA_ID,
+            max_wait_ms=max_wait_ms,
+            min_bytes=self.config["fetch.min.bytes"],
+            max_bytes=self.config["fetch.max.bytes"],
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=[
+                fetch_topic(
+                    topic=topic,
+                    partitions=[
+                        fetch_topic.FetchPartition(
+                            partition=tp.partition,
+                            current_leader_epoch=self._positions[tp].current_leader_epoch,
+                            fetch_offset=offsets[tp],
+                            last_fetched_epoch=self._last_fetched_epoch(tp),
+                            log_start_offset=-1,
+                            partition_max_bytes=self.config["max.partition.fetch.bytes"],
+                        )
+                        for tp in group
+                    ],
+                )
+                for topic, group in by_topic.items()
+            ],
+            forgotten_topics_data=[],
+            rack_id="",
+        )
+        response = await self._request(leader, request, FETCH_VERSION)
+        out: dict[TopicPartition, list[ConsumerRecord]] = {}
+        for t in response.responses if response is not None else []:
+            for p in t.partitions:
+                tp = TopicPartition(t.topic, p.partition_index)
+                pos = self._positions.get(tp)
+                # A seek or reset while the fetch was out makes its answer moot.
+                if pos is None or not pos.can_fetch() or pos.offset != offsets.get(tp):
+                    continue
+                recs = await self._fetched(leader, tp, pos, p)
+                if recs:
+                    out[tp] = recs
+        return out
+
+    def _last_fetched_epoch(self, tp: TopicPartition) -> int:
+        epoch = self._positions[tp].offset_epoch
+        return -1 if epoch is None else epoch
+
+    async def _fetched(
+        self, leader: int, tp: TopicPartition, pos: PartitionPosition, p: Any
+    ) -> list[ConsumerRecord]:
+        code = ErrorCode(p.error_code)
+        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            bounds = await self._list_offsets(leader, {tp: EARLIEST})
+            ends = await self._list_offsets(leader, {tp: LATEST})
+            if tp in bounds and tp in ends and pos.phase is Phase.FETCHING:
+                before = pos.offset
+                pos.out_of_range(bounds[tp][0], ends[tp][0], self._policy)
+                log.warning(
+                    "%s: offset %s out of range [%d, %d]; %s",
+                    tp,
+                    before,
+                    bounds[tp][0],
+                    ends[tp][0],
+                    pos.phase.value,
+                )
+            return []
+        if code != ErrorCode.NONE:
+            self._partition_error(tp, code, "Fetch")
+            return []
+        diverging = p.diverging_epoch
+        if diverging is not None and (diverging.epoch >= 0 or diverging.end_offset >= 0):
+            assert pos.offset is not None and pos.offset_epoch is not None
+            found: Divergence = find_divergence(
+                pos.offset,
+                pos.offset_epoch,
+                diverging.epoch,
+                diverging.end_offset,
+                pos.consumed_epochs,
+            )
+            self._log_move(tp, pos.truncation(found, self._policy))
+            if pos.phase is Phase.AWAIT_RESET:
+                log.warning("%s: log truncated; divergence offset unknown", tp)
+            return []
+        return self._decode(tp, pos, bytes(p.records or b""))
+
+    def _decode(
+        self, tp: TopicPartition, pos: PartitionPosition, data: bytes
+    ) -> list[ConsumerRecord]:
+        out: list[ConsumerRecord] = []
+        check = self.config["check.crcs"]
+        at = 0
+        while at + _batch.HEADER_SIZE <= len(data):
+            header = _batch.read_header(data, at)
+            end = at + header.size
+            if end > len(data):
+                break  # a partial batch at the end of the answer: fetched again next time
+            assert pos.offset is not None
+            fetch_offset = pos.offset
+            if header.next_offset <= fetch_offset:
+                at = end
+                continue
+            epoch = header.partition_leader_epoch
+            if header.is_control:
+                pos.consumed(
+                    header.next_offset, epoch, pos.last_timestamp or -1, header.base_offset
+                )
+                at = end
+                continue
+            first = None
+            last = None
+            for r in iter_records(data[at:end], check_crc=check):
+                if r.offset < fetch_offset:
+                    continue
+                last = ConsumerRecord(
+                    tp.topic,
+                    tp.partition,
+                    r.offset,
+                    r.timestamp,
+                    r.key,
+                    r.value,
+                    r.headers,
+                    epoch if epoch >= 0 else None,
+                )
+                out.append(last)
+                if first is None:
+                    first = r.offset
+            timestamp = last.timestamp if last is not None else (pos.last_timestamp or -1)
+            pos.consumed(
+                header.next_offset, epoch, timestamp, fetch_offset if first is None else first
+            )
+            at = end
+        return out
+
+    async def close(self) -> None:
+        await self._cluster.close()

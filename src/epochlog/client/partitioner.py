@@ -1,0 +1,69 @@
+"""Which partition a record goes to: the Java client's murmur2 of the key (librdkafka's
+``murmur2_random`` gives the same partitions), sticky or random for null keys."""
+
+from __future__ import annotations
+
+from epochlog.seams import Random
+
+_SEED = 0x9747B28C
+_M = 0x5BD1E995
+_MASK = 0xFFFFFFFF
+
+
+def murmur2(data: bytes) -> int:
+    """MurmurHash2 as Kafka's ``Utils.murmur2`` computes it (signed 32-bit result)."""
+    length = len(data)
+    h = (_SEED ^ length) & _MASK
+    whole = length & ~3
+    for i in range(0, whole, 4):
+        k = int.from_bytes(data[i : i + 4], "little")
+        k = (k * _M) & _MASK
+        k ^= k >> 24
+        k = (k * _M) & _MASK
+        h = ((h * _M) & _MASK) ^ k
+    rest = length - whole
+    if rest == 3:
+        h ^= data[whole + 2] << 16
+    if rest >= 2:
+        h ^= data[whole + 1] << 8
+    if rest >= 1:
+        h ^= data[whole]
+        h = (h * _M) & _MASK
+    h ^= h >> 13
+    h = (h * _M) & _MASK
+    h ^= h >> 15
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def key_partition(key: bytes, num_partitions: int) -> int:
+    """The Java client's ``toPositive(murmur2(key)) % numPartitions``."""
+    return (murmur2(key) & 0x7FFFFFFF) % num_partitions
+
+
+class Partitioner:
+    """Keyed records by murmur2; null keys stick to one partition per topic until a
+    batch for it is sent (KIP-480), or go to a random one with ``partitioner=random``."""
+
+    def __init__(self, kind: str, random: Random) -> None:
+        self._kind = kind
+        self._random = random
+        self._sticky: dict[str, int] = {}
+
+    def partition(self, topic: str, key: bytes | None, num_partitions: int) -> int:
+        if key is not None and self._kind != "random":
+            return key_partition(key, num_partitions)
+        if self._kind == "murmur2":
+            # librdkafka's consistent murmur2: a null key hashes like an empty one.
+            return key_partition(b"", num_partitions)
+        if self._kind == "random":
+            return self._random.randint(0, num_partitions - 1)
+        chosen = self._sticky.get(topic)
+        if chosen is None or chosen >= num_partitions:
+            chosen = self._random.randint(0, num_partitions - 1)
+            self._sticky[topic] = chosen
+        return chosen
+
+    def batch_sent(self, topic: str, partition: int) -> None:
+        """A null-key batch left: the next null-key records pick a partition afresh."""
+        if self._sticky.get(topic) == partition:
+            del self._sticky[topic]

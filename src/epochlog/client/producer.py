@@ -1,0 +1,404 @@
+"""AsyncProducer: batches per partition (``linger.ms``, ``batch.size``), compression,
+acks 0/1/all, idempotence by default (one producer id, a sequence per partition) and
+retries that keep order: a partition has at most one batch in flight, and a failed
+batch is sent again, with the same sequence, before any later one."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
+
+from epochlog.client.config import producer_config
+from epochlog.client.errors import DeliveryError, TopicPartition
+from epochlog.client.metadata import Cluster, backoff_seconds
+from epochlog.client.partitioner import Partitioner
+from epochlog.client.waiting import wait_event, with_timeout
+from epochlog.protocol.errors import ErrorCode
+from epochlog.protocol.records import build_batch
+from epochlog.seams import Seams, real_seams
+
+log = logging.getLogger("epochlog.client.producer")
+
+PRODUCE_VERSION = 9
+INIT_PRODUCER_ID_VERSION = 4
+# Per-record overhead beyond key, value and headers, for sizing batches.
+RECORD_OVERHEAD = 20
+RETRIABLE = {
+    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.LEADER_NOT_AVAILABLE,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.REQUEST_TIMED_OUT,
+    ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    ErrorCode.NETWORK_EXCEPTION,
+    ErrorCode.KAFKA_STORAGE_ERROR,
+    ErrorCode.FENCED_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_LEADER_EPOCH,
+}
+# Errors that mean this client's view of the leader is wrong.
+METADATA_ERRORS = RETRIABLE - {ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_ENOUGH_REPLICAS}
+
+Headers = Iterable[tuple[str, bytes | None]]
+
+
+@dataclass(frozen=True)
+class RecordMetadata:
+    """Where a record was stored. ``leader_epoch`` is None: Produce answers (v9) do not
+    say which epoch appended it; a consumer reads it from the batch."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    leader_epoch: int | None = None
+
+
+@dataclass
+class _Record:
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+    timestamp: int
+    future: asyncio.Future[RecordMetadata]
+
+
+@dataclass
+class _Batch:
+    tp: TopicPartition
+    created: float
+    records: list[_Record] = field(default_factory=list)
+    size: int = 0
+    payload: bytes | None = None
+    base_sequence: int = -1
+    attempts: int = 0
+    retry_at: float = 0.0
+
+    def fail(self, error: BaseException) -> None:
+        for r in self.records:
+            if not r.future.done():
+                r.future.set_exception(error)
+
+
+class AsyncProducer:
+    """Kafka's producer on asyncio. ``await send(...)`` enqueues a record and returns a
+    future of its RecordMetadata; ``flush()`` waits until all are answered."""
+
+    def __init__(self, config: Mapping[str, object], seams: Seams | None = None) -> None:
+        self.config = producer_config(config)
+        self._seams = seams or real_seams()
+        self._clock = self._seams.clock
+        c = self.config
+        self._cluster = Cluster(
+            self._seams.network,
+            self._clock,
+            c["bootstrap.servers"],
+            c["client.id"],
+            c["retry.backoff.ms"],
+            c["retry.backoff.max.ms"],
+            c["request.timeout.ms"],
+        )
+        self._partitioner = Partitioner(c["partitioner"], self._seams.random)
+        self._queues: dict[TopicPartition, deque[_Batch]] = {}
+        self._in_flight: set[TopicPartition] = set()
+        self._sequences: dict[TopicPartition, int] = {}
+        self._producer_id = (-1, -1)
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._flushing = 0
+        self._refresh_needed = False
+        self._sender: asyncio.Task[None] | None = None
+        self._closed = False
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def _start(self) -> None:
+        if self._sender is None:
+            if self.config["enable.idempotence"]:
+                await self._init_producer_id()
+            self._sender = asyncio.get_running_loop().create_task(self._run())
+
+    async def _init_producer_id(self) -> None:
+        await self._cluster.refresh([])
+        broker = min(self._cluster.cache.brokers)
+        response = await self._cluster.send(
+            broker,
+            InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000),
+            INIT_PRODUCER_ID_VERSION,
+        )
+        if response.error_code != ErrorCode.NONE:
+            raise DeliveryError(
+                TopicPartition("*", -1), "InitProducerId refused", ErrorCode(response.error_code)
+            )
+        self._producer_id = (response.producer_id, response.producer_epoch)
+
+    async def partitions_for(self, topic: str) -> int:
+        """Partition count of ``topic``, waiting for its metadata if needed."""
+        count = self._cluster.cache.partition_count(topic)
+        if count is None:
+            await self._cluster.wait_for_topics([topic], self.config["request.timeout.ms"] / 1000)
+            count = self._cluster.cache.partition_count(topic)
+            assert count is not None
+        return count
+
+    async def send(
+        self,
+        topic: str,
+        value: bytes | None = None,
+        key: bytes | None = None,
+        partition: int | None = None,
+        headers: Headers | None = None,
+        timestamp: int | None = None,
+    ) -> asyncio.Future[RecordMetadata]:
+        """Enqueue one record; the returned future completes when it is acknowledged."""
+        if self._closed:
+            raise RuntimeError("producer is closed")
+        await self._start()
+        count = await self.partitions_for(topic)
+        if partition is None:
+            partition = self._partitioner.partition(topic, key, count)
+        elif not 0 <= partition < count:
+            raise ValueError(f"partition {partition} of {topic}, which has {count}")
+        tp = TopicPartition(topic, partition)
+        hdrs = [(k, v) for k, v in headers or ()]
+        future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+        record = _Record(
+            key, value, hdrs, self._clock.time_ms() if timestamp is None else timestamp, future
+        )
+        size = (
+            RECORD_OVERHEAD
+            + len(key or b"")
+            + len(value or b"")
+            + sum(len(k) + len(v or b"") for k, v in hdrs)
+        )
+        queue = self._queues.setdefault(tp, deque())
+        batch = queue[-1] if queue and queue[-1].payload is None else None
+        if batch is None or (batch.records and batch.size + size > self.config["batch.size"]):
+            batch = _Batch(tp, self._clock.monotonic())
+            queue.append(batch)
+        batch.records.append(record)
+        batch.size += size
+        self._idle.clear()
+        if batch.size >= self.config["batch.size"] or len(queue) > 1:
+            self._wake.set()
+        elif len(batch.records) == 1:
+            self._wake.set()  # the sender must learn when this batch's linger ends
+        return future
+
+    async def send_and_wait(self, topic: str, value: bytes | None = None, **kw: Any) -> Any:
+        return await (await self.send(topic, value, **kw))
+
+    async def flush(self, timeout: float | None = None) -> bool:
+        """Send everything now and wait for every answer; False if ``timeout`` passed."""
+        self._flushing += 1
+        self._wake.set()
+        try:
+            if timeout is None:
+                await self._idle.wait()
+                return True
+            return await wait_event(self._clock, self._idle, timeout)
+        finally:
+            self._flushing -= 1
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        await self.flush(self.config["delivery.timeout.ms"] / 1000)
+        self._closed = True
+        if self._sender is not None:
+            self._sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sender
+        for task in list(self._tasks):
+            task.cancel()
+        for queue in self._queues.values():
+            for batch in queue:
+                batch.fail(DeliveryError(batch.tp, "producer closed"))
+        await self._cluster.close()
+
+    # -- the sender ------------------------------------------------------------------
+
+    def _pending(self) -> bool:
+        return any(self._queues.values()) or bool(self._in_flight)
+
+    def _ready(self, now: float) -> tuple[dict[int, list[_Batch]], float | None]:
+        """Batches to send now grouped by leader, and when the next one will be ready."""
+        linger = self.config["linger.ms"] / 1000
+        by_leader: dict[int, list[_Batch]] = {}
+        next_at: float | None = None
+        for tp, queue in self._queues.items():
+            if not queue or tp in self._in_flight:
+                continue
+            batch = queue[0]
+            ready_at = max(batch.retry_at, batch.created + linger)
+            full = len(queue) > 1 or batch.size >= self.config["batch.size"]
+            if batch.attempts == 0 and (full or self._flushing):
+                ready_at = batch.retry_at
+            if ready_at > now:
+                next_at = ready_at if next_at is None else min(next_at, ready_at)
+                continue
+            meta = self._cluster.cache.partition(tp)
+            if meta is None or meta.leader < 0:
+                self._refresh_needed = True
+                next_at = now + self.config["retry.backoff.ms"] / 1000
+                continue
+            by_leader.setdefault(meta.leader, []).append(batch)
+        return by_leader, next_at
+
+    async def _run(self) -> None:
+        attempt = 0
+        while True:
+            if self._refresh_needed:
+                self._refresh_needed = False
+                try:
+                    await self._cluster.refresh({tp.topic for tp in self._queues})
+                    attempt = 0
+                except Exception as exc:  # keep the sender alive; batches time out
+                    log.warning("metadata refresh failed: %s", exc)
+                    self._refresh_needed = True
+                    await self._clock.sleep(
+                        backoff_seconds(attempt, self.config["retry.backoff.ms"], 1000)
+                    )
+                    attempt += 1
+            now = self._clock.monotonic()
+            self._expire(now)
+            by_leader, next_at = self._ready(now)
+            for leader, batches in by_leader.items():
+                for b in batches:
+                    self._in_flight.add(b.tp)
+                task = asyncio.get_running_loop().create_task(self._send_to(leader, batches))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+            if not self._pending():
+                self._idle.set()
+            self._wake.clear()
+            wait = None if next_at is None else max(0.0, next_at - self._clock.monotonic())
+            if wait is None:
+                await self._wake.wait()
+            else:
+                await wait_event(self._clock, self._wake, wait)
+
+    def _expire(self, now: float) -> None:
+        timeout = self.config["delivery.timeout.ms"] / 1000
+        for tp, queue in self._queues.items():
+            while queue and tp not in self._in_flight and now - queue[0].created > timeout:
+                batch = queue.popleft()
+                batch.fail(DeliveryError(tp, f"not delivered within {timeout}s"))
+
+    def _seal(self, batch: _Batch) -> bytes:
+        """Encode a batch once; retries send the same bytes and sequence."""
+        if batch.payload is None:
+            pid, epoch = self._producer_id
+            if pid >= 0:
+                batch.base_sequence = self._sequences.get(batch.tp, 0)
+                self._sequences[batch.tp] = (batch.base_sequence + len(batch.records)) & 0x7FFFFFFF
+            batch.payload = build_batch(
+                [(r.key, r.value, r.headers, r.timestamp) for r in batch.records],
+                compression=self.config["compression.codec"],
+                producer_id=pid,
+                producer_epoch=epoch,
+                base_sequence=batch.base_sequence,
+            )
+            if batch.records[0].key is None:
+                self._partitioner.batch_sent(batch.tp.topic, batch.tp.partition)
+        return batch.payload
+
+    async def _send_to(self, leader: int, batches: list[_Batch]) -> None:
+        acks = self.config["acks"]
+        by_topic: dict[str, list[_Batch]] = {}
+        for b in batches:
+            by_topic.setdefault(b.tp.topic, []).append(b)
+        request = ProduceRequest(
+            transactional_id=None,
+            acks=acks,
+            timeout_ms=self.config["request.timeout.ms"],
+            topic_data=[
+                ProduceRequest.TopicProduceData(
+                    name=topic,
+                    partition_data=[
+                        ProduceRequest.TopicProduceData.PartitionProduceData(
+                            index=b.tp.partition, records=self._seal(b)
+                        )
+                        for b in group
+                    ],
+                )
+                for topic, group in by_topic.items()
+            ],
+        )
+        answers: dict[TopicPartition, Any] = {}
+        failure: str | None = None
+        try:
+            conn = await self._cluster.broker(leader)
+            response = await with_timeout(
+                self._clock,
+                conn.send(request, PRODUCE_VERSION, expect_response=acks != 0),
+                self._cluster.request_timeout_s + self.config["request.timeout.ms"] / 1000,
+            )
+            if response is not None:
+                for t in response.responses:
+                    for p in t.partition_responses:
+                        answers[TopicPartition(t.name, p.index)] = p
+        except (ConnectionError, OSError, TimeoutError) as exc:
+            failure = f"request to broker {leader} failed: {exc}"
+            await self._cluster.drop(leader)
+            self._refresh_needed = True
+        except Exception as exc:  # a bug or a bad record: fail the batches, never hang
+            log.exception("produce to broker %d failed", leader)
+            for b in batches:
+                self._in_flight.discard(b.tp)
+                self._queues[b.tp].popleft()
+                b.fail(DeliveryError(b.tp, f"produce failed: {exc!r}"))
+            self._wake.set()
+            return
+        for b in batches:
+            self._in_flight.discard(b.tp)
+            if failure is not None:
+                self._retry_or_fail(b, failure, None)
+            elif acks == 0:
+                self._complete(b, -1)
+            else:
+                p = answers.get(b.tp)
+                code = ErrorCode(p.error_code) if p is not None else ErrorCode.NETWORK_EXCEPTION
+                if code == ErrorCode.NONE:
+                    self._complete(b, p.base_offset, p.log_append_time_ms)
+                elif code in RETRIABLE:
+                    if code in METADATA_ERRORS:
+                        self._refresh_needed = True
+                    self._retry_or_fail(b, (p.error_message if p else None) or code.name, code)
+                else:
+                    self._queues[b.tp].popleft()
+                    b.fail(DeliveryError(b.tp, (p.error_message or code.name), code))
+        self._wake.set()
+
+    def _complete(self, batch: _Batch, base_offset: int, append_time: int = -1) -> None:
+        self._queues[batch.tp].popleft()
+        for i, r in enumerate(batch.records):
+            if not r.future.done():
+                r.future.set_result(
+                    RecordMetadata(
+                        batch.tp.topic,
+                        batch.tp.partition,
+                        base_offset + i if base_offset >= 0 else -1,
+                        append_time if append_time >= 0 else r.timestamp,
+                    )
+                )
+
+    def _retry_or_fail(self, batch: _Batch, reason: str, code: ErrorCode | None) -> None:
+        batch.attempts += 1
+        now = self._clock.monotonic()
+        delay = backoff_seconds(
+            batch.attempts - 1, self.config["retry.backoff.ms"], self.config["retry.backoff.max.ms"]
+        )
+        timeout = self.config["delivery.timeout.ms"] / 1000
+        if batch.attempts > self.config["retries"] or now + delay - batch.created > timeout:
+            self._queues[batch.tp].popleft()
+            batch.fail(DeliveryError(batch.tp, f"{reason} (after {batch.attempts} tries)", code))
+            return
+        log.info("retrying %s in %.3fs: %s", batch.tp, delay, reason)
+        batch.retry_at = now + delay

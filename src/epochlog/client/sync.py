@@ -1,0 +1,137 @@
+"""Synchronous ``Producer`` and ``Consumer`` over the asyncio core, for scripts and
+Spark executors: each runs its own event loop on a private thread."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+from epochlog.client.consumer import AsyncConsumer, ConsumerRecords, OffsetAndEpoch
+from epochlog.client.errors import TopicPartition
+from epochlog.client.producer import AsyncProducer, Headers, RecordMetadata
+from epochlog.seams import Seams
+
+T = TypeVar("T")
+DeliveryCallback = Callable[[BaseException | None, RecordMetadata | None], None]
+
+
+class _LoopThread:
+    """An event loop on a daemon thread; coroutines are run on it and awaited here."""
+
+    def __init__(self, name: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self._thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join()
+        self.loop.close()
+
+
+class Producer:
+    """confluent-kafka-like: ``produce`` with an ``on_delivery`` callback, ``flush``."""
+
+    def __init__(self, config: Mapping[str, object], seams: Seams | None = None) -> None:
+        self._thread = _LoopThread("epochlog-producer")
+
+        async def make() -> AsyncProducer:
+            return AsyncProducer(config, seams)
+
+        try:
+            self._producer = self._thread.run(make())
+        except BaseException:
+            self._thread.stop()
+            raise
+
+    def produce(
+        self,
+        topic: str,
+        value: bytes | None = None,
+        key: bytes | None = None,
+        partition: int | None = None,
+        headers: Headers | None = None,
+        timestamp: int | None = None,
+        on_delivery: DeliveryCallback | None = None,
+    ) -> Future[RecordMetadata]:
+        """Enqueue a record; the callback runs on the producer's thread when answered."""
+
+        async def enqueue() -> RecordMetadata:
+            fut = await self._producer.send(topic, value, key, partition, headers, timestamp)
+            try:
+                meta = await fut
+            except Exception as exc:
+                if on_delivery is not None:
+                    on_delivery(exc, None)
+                raise
+            if on_delivery is not None:
+                on_delivery(None, meta)
+            return meta
+
+        return self._thread.submit(enqueue())
+
+    def flush(self, timeout: float | None = None) -> bool:
+        return self._thread.run(self._producer.flush(timeout))
+
+    def close(self) -> None:
+        try:
+            self._thread.run(self._producer.close())
+        finally:
+            self._thread.stop()
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Consumer:
+    """assign / seek / poll over AsyncConsumer."""
+
+    def __init__(self, config: Mapping[str, object], seams: Seams | None = None) -> None:
+        self._thread = _LoopThread("epochlog-consumer")
+
+        async def make() -> AsyncConsumer:
+            return AsyncConsumer(config, seams)
+
+        try:
+            self._consumer = self._thread.run(make())
+        except BaseException:
+            self._thread.stop()
+            raise
+
+    def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        self._consumer.assign(list(partitions))
+
+    def seek(
+        self, tp: TopicPartition | tuple[str, int], offset: int, leader_epoch: int | None = None
+    ) -> None:
+        self._consumer.seek(tp, offset, leader_epoch)
+
+    def position(self, tp: TopicPartition | tuple[str, int]) -> OffsetAndEpoch | None:
+        return self._consumer.position(tp)
+
+    def poll(self, timeout: float = 1.0) -> ConsumerRecords:
+        return self._thread.run(self._consumer.poll(int(timeout * 1000)))
+
+    def close(self) -> None:
+        try:
+            self._thread.run(self._consumer.close())
+        finally:
+            self._thread.stop()
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

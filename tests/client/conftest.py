@@ -1,0 +1,8 @@
+"""The client tests use the in-process broker of tests/broker."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "broker"))
