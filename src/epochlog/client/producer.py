@@ -117,6 +117,8 @@ class AsyncProducer:
         self._sender: asyncio.Task[None] | None = None
         self._closed = False
         self._tasks: set[asyncio.Task[None]] = set()
+        # Sends are enqueued in call order even when they wait for metadata (FIFO lock).
+        self._enqueue_lock = asyncio.Lock()
 
     async def _start(self) -> None:
         if self._sender is None:
@@ -156,7 +158,20 @@ class AsyncProducer:
         headers: Headers | None = None,
         timestamp: int | None = None,
     ) -> asyncio.Future[RecordMetadata]:
-        """Enqueue one record; the returned future completes when it is acknowledged."""
+        """Enqueue one record; the returned future completes when it is acknowledged.
+        Records are enqueued in the order of the calls."""
+        async with self._enqueue_lock:
+            return await self._enqueue(topic, value, key, partition, headers, timestamp)
+
+    async def _enqueue(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        partition: int | None,
+        headers: Headers | None,
+        timestamp: int | None,
+    ) -> asyncio.Future[RecordMetadata]:
         if self._closed:
             raise RuntimeError("producer is closed")
         await self._start()
