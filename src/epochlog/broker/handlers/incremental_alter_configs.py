@@ -12,6 +12,7 @@ from epochlog.protocol.apis import RequestFrame
 from epochlog.protocol.errors import ErrorCode, KafkaError
 
 TOPIC = 2
+ALTER_VISIBLE_TIMEOUT_S = 10.0
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
@@ -49,6 +50,14 @@ async def _alter(broker: Any, resource: Any, validate_only: bool) -> Any:
         broker.validate_topic_configs(configs)
         if not validate_only:
             await broker.cluster.alter_topic_configs(resource.resource_name, configs)
+            # Answer once this broker follows the change, so the client reads its write.
+            await broker.cluster.wait_for_state(
+                lambda: (
+                    getattr(broker.metadata_cache.topic(resource.resource_name), "configs", None)
+                    == configs
+                ),
+                ALTER_VISIBLE_TIMEOUT_S,
+            )
     except Exception as exc:
         answer.error_code = error_code(exc)
         answer.error_message = exc.message if isinstance(exc, KafkaError) else None
