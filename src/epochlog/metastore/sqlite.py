@@ -120,6 +120,8 @@ class _Db:
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=FULL")
         self._in_write(lambda store: [self.conn.execute(sql) for sql in _SCHEMA])
+        # Expired session id -> the one session that replaced it (see _replacement).
+        self._replaced: dict[int, int] = {}
 
     def _in_write(self, body: Callable[[_SqlStore], T]) -> T:
         """Run ``body`` in a BEGIN IMMEDIATE transaction, logging the events it emits."""
@@ -162,6 +164,21 @@ class _Db:
         assert cur.lastrowid is not None
         return cur.lastrowid
 
+    def _replacement(self, sid: int, timeout_ms: int, now: int) -> int:
+        """The one new session replacing an expired ``sid``. Calls queued with the old id
+        (a heartbeat and a write, after the process slept) must not each open one: the
+        client keeps only the last, so the other, never heartbeated, would expire a
+        timeout later and take with it the ephemerals created under it meanwhile."""
+        new = self._replaced.get(sid)
+        if new is not None:
+            row = self.conn.execute(
+                "SELECT expires_at FROM sessions WHERE id = ?", (new,)).fetchone()
+            if row is not None and now <= row[0]:
+                return new
+        new = self._new_session(timeout_ms, now)
+        self._replaced[sid] = new
+        return new
+
     def open_session(self, timeout_ms: int, now: int) -> tuple[int, int]:
         def body(store: _SqlStore) -> tuple[int, int]:
             seq = self.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM changes").fetchone()[0]
@@ -176,7 +193,7 @@ class _Db:
             self.conn.execute(
                 "DELETE FROM changes WHERE seq <= (SELECT MAX(seq) FROM changes) - ?",
                 (CHANGE_LOG_KEEP,))
-            return None if alive else self._new_session(timeout_ms, now)
+            return None if alive else self._replacement(sid, timeout_ms, now)
 
         return self._in_write(body)
 
@@ -185,7 +202,7 @@ class _Db:
         """('ok', result), ('error', exc: rolled back) or ('expired', new session id)."""
         def body(store: _SqlStore) -> tuple[str, object]:
             if not self._touch(store, sid, timeout_ms, now):
-                return "expired", self._new_session(timeout_ms, now)
+                return "expired", self._replacement(sid, timeout_ms, now)
             mark = len(store.events)
             self.conn.execute("SAVEPOINT op")
             try:
