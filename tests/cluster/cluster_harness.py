@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import subprocess
 import threading
 import time
@@ -77,8 +78,17 @@ class Cluster:
         self.paused.discard(broker)
 
     def kill(self, broker: int) -> None:
-        self.brokers[broker].kill()
+        """SIGKILL, without the SIGCONT ``BrokerProcess.kill`` sends first: a paused
+        broker must die without running (and answering anyone) again."""
+        proc = self.brokers[broker].proc
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(30)
         self.paused.discard(broker)
+
+    def registered(self, via: int) -> set[int]:
+        """Broker ids one broker lists in Metadata."""
+        return asyncio.run(_cluster(self.brokers[via].port))[1]
 
     def start(self) -> Cluster:
         for broker in self.brokers:
