@@ -1,0 +1,57 @@
+"""`epochlog up --brokers 3`: a working local cluster from one command, stopped cleanly
+by Ctrl-C."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from support.broker import free_port
+
+
+def test_up_runs_three_brokers_that_replicate_and_stop_on_ctrl_c(tmp_path: Path) -> None:
+    port = free_port()
+    while any(free_port() == port + i for i in (1, 2)):
+        port = free_port()
+    up = subprocess.Popen(
+        [sys.executable, "-m", "epochlog", "up", "--brokers", "3", "--port", str(port),
+         "--data-dir", str(tmp_path / "cluster")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert up.stdout is not None
+        first = up.stdout.readline()
+        bootstrap = first.strip().removeprefix("bootstrap.servers=")
+        assert bootstrap == f"127.0.0.1:{port},127.0.0.1:{port + 1},127.0.0.1:{port + 2}", first
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic("up-demo", 1, 3)])["up-demo"].result(60)
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+        for i in range(100):
+            producer.produce("up-demo", b"%d" % i)
+        assert producer.flush(60) == 0
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "up-demo"})
+        consumer.assign([TopicPartition("up-demo", 0, 0)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 60
+        while len(got) < 100 and time.monotonic() < deadline:
+            got += [m.value() for m in consumer.consume(100, 0.5) if not m.error()]
+        consumer.close()
+        assert got == [b"%d" % i for i in range(100)]
+        isr = admin.list_topics("up-demo", timeout=10).topics["up-demo"].partitions[0].isrs
+        assert sorted(isr) == [0, 1, 2]
+    finally:
+        up.send_signal(signal.SIGINT)
+        rest, _ = up.communicate(timeout=120)
+    assert up.returncode == 0
+    assert "all brokers stopped" in rest
+    for broker in range(3):
+        log = (tmp_path / "cluster" / f"broker-{broker}.log").read_text()
+        assert f"broker {broker} stopped cleanly" in log
