@@ -15,12 +15,14 @@ from epochlog.protocol.errors import ErrorCode
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def _topic_entry(topic: TopicMetadata, version: int) -> Any:
+def _topic_entry(topic: TopicMetadata, version: int, live: set[int]) -> Any:
+    # As Kafka: a leader that is not a live broker (its registration is gone, the new
+    # state not decided yet) is no leader; clients would find no endpoint for it.
     partitions = [
         MetadataResponse.MetadataResponseTopic.MetadataResponsePartition(
-            error_code=ErrorCode.NONE if state.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+            error_code=ErrorCode.NONE if state.leader in live else ErrorCode.LEADER_NOT_AVAILABLE,
             partition_index=index,
-            leader_id=state.leader,
+            leader_id=state.leader if state.leader in live else -1,
             leader_epoch=state.leader_epoch,
             replica_nodes=list(state.replicas),
             isr_nodes=list(state.isr),
@@ -51,12 +53,13 @@ def _error_entry(name: str | None, topic_id: uuid.UUID, code: ErrorCode) -> Any:
 
 async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
     cache = broker.metadata_cache
+    live = set(cache.brokers)
     # v0 asks for every topic with an empty list; later versions with null.
     wants_all = request.topics is None or (version == 0 and not request.topics)
     auto_create = version < 4 or bool(request.allow_auto_topic_creation)
     entries = []
     if wants_all:
-        entries = [_topic_entry(t, version) for t in cache.topics()]
+        entries = [_topic_entry(t, version, live) for t in cache.topics()]
     else:
         for wanted in request.topics:
             name = wanted.name
@@ -71,7 +74,7 @@ async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -
                 if topic is None:
                     entries.append(_error_entry(name, ZERO_UUID, code))
                     continue
-            entries.append(_topic_entry(topic, version))
+            entries.append(_topic_entry(topic, version, live))
     brokers = [
         MetadataResponse.MetadataResponseBroker(
             node_id=b.node_id, host=b.host, port=b.port, rack=b.rack
