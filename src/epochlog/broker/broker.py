@@ -71,6 +71,7 @@ class Broker:
         self.coordinator = GroupCoordinator(
             self.replica_manager, seams, CoordinatorSettings.from_properties(config.props)
         )
+        self.endpoint: BrokerEndpoint | None = None
         self.store: Metastore | None = None
         self.cluster: ClusterLink | None = None
         self.controller: Controller | None = None
@@ -156,6 +157,7 @@ class Broker:
         endpoint = BrokerEndpoint(
             self.broker_id, advertised.host, advertised.port or self._server.port, self.config.rack
         )
+        self.endpoint = endpoint
         await self.cluster.join(endpoint, self.store.session_timeout_ms / 1000)
         self.controller = Controller(
             self.store,

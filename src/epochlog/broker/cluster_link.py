@@ -234,7 +234,10 @@ class ClusterLink:
         if await self.store.exists(f"{layout.DELETE_TOPICS}/{name}") is not None:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} is being deleted")
         try:
-            await self.store.create(layout.topic_path(name), TopicNode(topic, 0).encode())
+            # Stamped with the newest controller epoch seen, so no broker takes the new
+            # node for a deposed controller's write.
+            node = TopicNode(topic, self._max_controller_epoch)
+            await self.store.create(layout.topic_path(name), node.encode())
         except NodeExistsError:
             raise KafkaError(
                 ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists"

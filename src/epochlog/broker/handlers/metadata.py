@@ -75,11 +75,17 @@ async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -
                     entries.append(_error_entry(name, ZERO_UUID, code))
                     continue
             entries.append(_topic_entry(topic, version, live))
+    # The answering broker always lists itself: while its registration lapses (a paused
+    # or restarting process) a client that trusts only the last answer (kafka-python
+    # never re-bootstraps) must not be left knowing no live broker.
+    endpoints = dict(cache.brokers)
+    if broker.endpoint is not None:
+        endpoints.setdefault(broker.broker_id, broker.endpoint)
     brokers = [
         MetadataResponse.MetadataResponseBroker(
             node_id=b.node_id, host=b.host, port=b.port, rack=b.rack
         )
-        for b in cache.brokers.values()
+        for b in endpoints.values()
     ]
     return MetadataResponse(
         throttle_time_ms=0,
