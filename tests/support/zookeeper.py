@@ -59,6 +59,9 @@ class ZooKeeperServer:
             "clientPortAddress=127.0.0.1\n"
             "admin.enableServer=false\n"
             f"minSessionTimeout={self.min_session_timeout_ms}\n"
+            # ZooKeeper caps sessions at 20 ticks unless told otherwise; tests choose
+            # their own (up to a minute).
+            "maxSessionTimeout=60000\n"
             "4lw.commands.whitelist=*\n"
         )
         with self.log_path.open("wb") as out:
