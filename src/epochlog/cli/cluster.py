@@ -47,7 +47,21 @@ class LocalCluster:
         return command
 
 
-def _wait_listening(port: int, process: subprocess.Popen, timeout_s: float) -> None:
+def start_broker(cluster: LocalCluster, broker_id: int) -> subprocess.Popen:
+    """One broker process of the cluster, its output appended to ``broker-N.log``
+    (also used by ``epochlog demo`` to restart a broker it killed)."""
+    log_path = os.path.join(cluster.data_dir, f"broker-{broker_id}.log")
+    with open(log_path, "ab") as log_file:
+        return subprocess.Popen(
+            cluster.command(broker_id),
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def wait_listening(port: int, process: subprocess.Popen, timeout_s: float) -> None:
+    """Until the broker accepts connections; raises when it exits or the bound passes."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -73,18 +87,9 @@ def run_local_cluster(cluster: LocalCluster) -> int:
     signal.signal(signal.SIGINT, stop)
     try:
         for broker_id in range(cluster.brokers):
-            log_path = os.path.join(cluster.data_dir, f"broker-{broker_id}.log")
-            with open(log_path, "ab") as log_file:
-                processes.append(
-                    subprocess.Popen(
-                        cluster.command(broker_id),
-                        stdout=log_file,
-                        stderr=subprocess.STDOUT,
-                        start_new_session=True,
-                    )
-                )
+            processes.append(start_broker(cluster, broker_id))
         for broker_id, process in enumerate(processes):
-            _wait_listening(cluster.base_port + broker_id, process, 60)
+            wait_listening(cluster.base_port + broker_id, process, 60)
         print(f"bootstrap.servers={cluster.bootstrap}", flush=True)
         print(
             f"{cluster.brokers} broker(s), metastore {cluster.metastore}, logs in"
