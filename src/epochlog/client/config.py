@@ -76,6 +76,15 @@ def _acks(name: str, raw: object) -> int:
     return table[text]
 
 
+def _strategies(name: str, raw: object) -> tuple[str, ...]:
+    """Assignor names in order of preference (Kafka's comma-separated list)."""
+    items = raw.split(",") if isinstance(raw, str) else list(raw)  # type: ignore[call-overload]
+    names = tuple(str(i).strip().lower() for i in items if str(i).strip())
+    if not names or any(n not in ("range", "roundrobin") for n in names):
+        raise ConfigError(name, f"{raw!r}: expected range and/or roundrobin")
+    return names
+
+
 @dataclass(frozen=True)
 class Setting:
     parse: Parser
@@ -113,6 +122,14 @@ CONSUMER: dict[str, Setting] = {
     "max.partition.fetch.bytes": Setting(_int(1), 1048576),
     "fetch.max.wait.ms": Setting(_int(0), 500),
     "check.crcs": Setting(_bool, True),
+    # Consumer groups (client/group.py); used only when group.id is set.
+    "group.id": Setting(_string),
+    "partition.assignment.strategy": Setting(_strategies, "range"),
+    "session.timeout.ms": Setting(_int(1), 45000),
+    "heartbeat.interval.ms": Setting(_int(1), 3000),
+    "max.poll.interval.ms": Setting(_int(1), 300000),
+    "enable.auto.commit": Setting(_bool, True),
+    "auto.commit.interval.ms": Setting(_int(0), 5000),
 }
 
 

@@ -16,12 +16,15 @@ from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetForL
 
 from epochlog.client.config import consumer_config
 from epochlog.client.errors import (
+    ConfigError,
     LogTruncationError,
     NoOffsetForPartitionError,
     OffsetOutOfRangeError,
     StaleMetadataError,
     TopicPartition,
 )
+from epochlog.client.group import GroupMembership
+from epochlog.client.lookup import OffsetAndTimestamp, list_offsets
 from epochlog.client.metadata import Cluster, backoff_seconds
 from epochlog.client.positions import (
     Divergence,
@@ -119,6 +122,7 @@ class AsyncConsumer:
         self._refresh_needed = True
         self._refreshed_at = float("-inf")
         self._retries = 0
+        self._group: GroupMembership | None = None
 
     # -- assignment and positions ---------------------------------------------------
 
@@ -153,6 +157,8 @@ class AsyncConsumer:
     async def poll(self, timeout_ms: int = 1000) -> ConsumerRecords:
         """Records fetched within ``timeout_ms`` (perhaps none)."""
         deadline = self._clock.monotonic() + timeout_ms / 1000
+        if self._group is not None:
+            await self._group.poll()  # join or rejoin the group, auto-commit
         while True:
             await self._prepare()
             self._raise_failures()
@@ -549,5 +555,49 @@ class AsyncConsumer:
             at = end
         return out
 
+    # -- groups and commits (client/group.py drives assign/seek) ----------------------
+
+    def _membership(self) -> GroupMembership:
+        if self.config["group.id"] is None:
+            raise ConfigError("group.id", "required for subscribe, commit and committed")
+        if self._group is None:
+            self._group = GroupMembership(self, self._cluster, self._clock)
+        return self._group
+
+    def subscribe(self, topics: Iterable[str]) -> None:
+        """Consume these topics as a member of ``group.id``; joined on the next poll."""
+        if isinstance(topics, str):
+            raise TypeError("subscribe takes a list of topics")
+        self._membership().subscribe(topics)
+
+    def subscription(self) -> list[str]:
+        return [] if self._group is None else list(self._group.subscription)
+
+    async def commit(
+        self, offsets: Mapping[TopicPartition | tuple[str, int], OffsetAndEpoch] | None = None
+    ) -> None:
+        """Commit with leader epochs; by default the positions after returned records."""
+        await self._membership().commit(
+            None if offsets is None else {_tp(tp): at for tp, at in offsets.items()}
+        )
+
+    async def committed(
+        self, partitions: Iterable[TopicPartition | tuple[str, int]]
+    ) -> dict[TopicPartition, OffsetAndEpoch | None]:
+        return await self._membership().committed([_tp(p) for p in partitions])
+
+    async def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition | tuple[str, int], int]
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """The first offset at or after each timestamp, with its leader epoch."""
+        return await list_offsets(
+            self._cluster,
+            {_tp(tp): ts for tp, ts in timestamps.items()},
+            self.config["request.timeout.ms"] / 1000,
+            (self.config["retry.backoff.ms"], self.config["retry.backoff.max.ms"]),
+        )
+
     async def close(self) -> None:
+        if self._group is not None:
+            await self._group.close()
         await self._cluster.close()

@@ -1,0 +1,527 @@
+"""Consumer group membership and commits for AsyncConsumer (the classic "consumer"
+protocol, eager rebalancing): FindCoordinator, JoinGroup, SyncGroup, a Heartbeat task
+on the Clock seam, LeaveGroup on close; OffsetCommit v8 and OffsetFetch v8 with leader
+epochs. The group drives the consumer only through its public ``assign``/``seek``:
+a new assignment starts each partition at its committed offset WITH the committed
+epoch, so the consumer validates it (KIP-320) once metadata has reached that epoch,
+and a partition without a committed offset starts by ``auto.offset.reset``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from kafka.protocol.consumer import (
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
+    SyncGroupRequest,
+)
+from kafka.protocol.metadata import FindCoordinatorRequest
+
+from epochlog.client import assignors
+from epochlog.client.connection import BrokerConnection
+from epochlog.client.errors import ClientError, KafkaClientError, TopicPartition
+from epochlog.client.metadata import Cluster, backoff_seconds
+from epochlog.client.positions import Phase
+from epochlog.protocol.errors import ErrorCode
+from epochlog.seams import Clock
+
+if TYPE_CHECKING:
+    from epochlog.client.consumer import AsyncConsumer, OffsetAndEpoch
+
+log = logging.getLogger("epochlog.client.group")
+
+FIND_COORDINATOR_VERSION = 4
+JOIN_GROUP_VERSION = 7
+SYNC_GROUP_VERSION = 5
+HEARTBEAT_VERSION = 4
+LEAVE_GROUP_VERSION = 4
+OFFSET_COMMIT_VERSION = 8
+OFFSET_FETCH_VERSION = 8
+NO_GENERATION = -1
+# The coordinator moved or is not ready: find it again (or wait) and retry.
+COORDINATOR_ERRORS = {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE}
+RETRY_ERRORS = {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.UNSTABLE_OFFSET_COMMIT}
+# The membership this client holds is over: rejoin.
+MEMBERSHIP_ERRORS = {
+    ErrorCode.REBALANCE_IN_PROGRESS,
+    ErrorCode.ILLEGAL_GENERATION,
+    ErrorCode.UNKNOWN_MEMBER_ID,
+}
+
+
+class CommitFailedError(ClientError):
+    """A commit refused because the group rebalanced (the generation or member id this
+    consumer held is over); the partitions may now belong to another member."""
+
+    def __init__(self, group: str, code: ErrorCode) -> None:
+        super().__init__(
+            f"commit to group {group} refused ({code.name}): the group rebalanced; "
+            "the consumer rejoins on its next poll"
+        )
+        self.code = code
+
+
+class _CoordinatorLost(Exception):
+    """The coordinator connection failed or it answered that it is not the coordinator."""
+
+
+class GroupMembership:
+    """One consumer's place in its group; created by AsyncConsumer when ``group.id`` is
+    set. ``poll`` runs before each consumer poll (join, rejoin, auto-commit)."""
+
+    def __init__(self, consumer: AsyncConsumer, cluster: Cluster, clock: Clock) -> None:
+        c = consumer.config
+        self._consumer = consumer
+        self._cluster = cluster
+        self._clock = clock
+        self.group_id: str = c["group.id"]
+        self._strategies: tuple[str, ...] = c["partition.assignment.strategy"]
+        self._session_timeout_ms: int = c["session.timeout.ms"]
+        self._heartbeat_s: float = c["heartbeat.interval.ms"] / 1000
+        self._rebalance_timeout_ms: int = c["max.poll.interval.ms"]
+        self._auto_commit: bool = c["enable.auto.commit"]
+        self._auto_commit_s: float = c["auto.commit.interval.ms"] / 1000
+        self._backoff = (c["retry.backoff.ms"], c["retry.backoff.max.ms"])
+        self._request_timeout_s: float = c["request.timeout.ms"] / 1000
+        self._client_id: str = c["client.id"]
+        self.subscription: list[str] = []
+        self.member_id = ""
+        self.generation = NO_GENERATION
+        self.protocol: str | None = None
+        self.rejoin_needed = False
+        self._stable = False
+        self._coordinator: BrokerConnection | None = None
+        self._coordinator_id: int | None = None
+        self._discovery = asyncio.Lock()
+        self._heartbeat: asyncio.Task[None] | None = None
+        self._next_auto_commit = 0.0
+
+    # -- the application's calls ---------------------------------------------------------
+
+    def subscribe(self, topics: Iterable[str]) -> None:
+        """Join (or rejoin) the group for these topics on the next poll."""
+        wanted = sorted(set(topics))
+        if wanted != self.subscription:
+            self.subscription = wanted
+            self.rejoin_needed = True
+
+    def assignment(self) -> list[TopicPartition]:
+        return self._consumer.assignment() if self._stable else []
+
+    async def poll(self) -> None:
+        """Before fetching: join when needed, then commit if auto-commit is due."""
+        if self.subscription and (self.rejoin_needed or not self._stable):
+            if self._stable and self._auto_commit:
+                await self._commit_quietly("before rejoining")
+            await self._join()
+        if self._auto_commit and self._stable:
+            now = self._clock.monotonic()
+            if now >= self._next_auto_commit:
+                self._next_auto_commit = now + self._auto_commit_s
+                await self._commit_quietly("auto-commit")
+
+    async def close(self) -> None:
+        """Commit (with auto-commit), leave the group, stop heartbeating."""
+        if self._stable and self._auto_commit:
+            await self._commit_quietly("on close")
+        self._stop_heartbeat()
+        if self.member_id and self.subscription:
+            request = LeaveGroupRequest(
+                group_id=self.group_id,
+                members=[LeaveGroupRequest.MemberIdentity(member_id=self.member_id)],
+            )
+            try:
+                response = await self._send(request, LEAVE_GROUP_VERSION, discover=False)
+                log.info(
+                    "group %s: member %s left (%s)",
+                    self.group_id,
+                    self.member_id,
+                    ErrorCode(response.error_code).name,
+                )
+            except (_CoordinatorLost, ConnectionError, OSError) as exc:
+                log.info("group %s: LeaveGroup not sent: %s", self.group_id, exc)
+        self._stable = False
+        self.member_id, self.generation = "", NO_GENERATION
+        if self._coordinator is not None:
+            await self._coordinator.close()
+            self._coordinator = None
+
+    # -- the coordinator -----------------------------------------------------------------
+
+    async def _pause(self, attempt: int) -> None:
+        await self._clock.sleep(backoff_seconds(attempt, *self._backoff))
+
+    def _coordinator_dead(self, why: str) -> None:
+        if self._coordinator is not None:
+            log.info("group %s: coordinator %s lost (%s)", self.group_id, self._coordinator_id, why)
+            conn, self._coordinator = self._coordinator, None
+            task = asyncio.get_running_loop().create_task(conn.close())
+            task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
+        self._coordinator_id = None
+
+    async def _ensure_coordinator(self) -> BrokerConnection:
+        """FindCoordinator until one answers, then a connection of the group's own (a
+        long JoinGroup or Fetch on a shared connection would hold heartbeats up)."""
+        async with self._discovery:
+            attempt = 0
+            while self._coordinator is None or self._coordinator.closed:
+                try:
+                    found = await self._find_coordinator()
+                except (ConnectionError, OSError) as exc:
+                    log.info("group %s: FindCoordinator failed: %s", self.group_id, exc)
+                    found = None
+                if found is not None:
+                    node, host, port = found
+                    try:
+                        self._coordinator = await BrokerConnection.open(
+                            self._cluster.network, host, port, client_id=self._client_id
+                        )
+                        self._coordinator_id = node
+                        log.info("group %s: coordinator is broker %d", self.group_id, node)
+                        break
+                    except (ConnectionError, OSError) as exc:
+                        log.info("group %s: broker %d unreachable: %s", self.group_id, node, exc)
+                await self._pause(attempt)
+                attempt += 1
+            return self._coordinator
+
+    async def _find_coordinator(self) -> tuple[int, str, int] | None:
+        if not self._cluster.cache.brokers:
+            await self._cluster.refresh([])
+        request = FindCoordinatorRequest(key_type=0, coordinator_keys=[self.group_id])
+        last: Exception | None = None
+        for broker in sorted(self._cluster.cache.brokers):
+            try:
+                response = await self._cluster.send(broker, request, FIND_COORDINATOR_VERSION)
+            except (ConnectionError, OSError) as exc:
+                last = exc
+                continue
+            (answer,) = response.coordinators
+            code = ErrorCode(answer.error_code)
+            if code != ErrorCode.NONE:
+                log.info("group %s: FindCoordinator answered %s", self.group_id, code.name)
+                return None
+            return answer.node_id, answer.host, answer.port
+        await self._cluster.refresh([])
+        if last is not None:
+            raise ConnectionError(f"no broker answered FindCoordinator: {last}")
+        return None
+
+    async def _send(self, request: Any, version: int, discover: bool = True) -> Any:
+        """One request to the coordinator; a lost connection raises _CoordinatorLost."""
+        conn = await self._ensure_coordinator() if discover else self._coordinator
+        if conn is None:
+            raise _CoordinatorLost("no coordinator")
+        try:
+            return await conn.send(request, version)
+        except (ConnectionError, OSError) as exc:
+            self._coordinator_dead(str(exc))
+            raise _CoordinatorLost(str(exc)) from exc
+
+    # -- joining -------------------------------------------------------------------------
+
+    def _protocols(self) -> list[Any]:
+        metadata = assignors.encode_subscription(self.subscription)
+        return [
+            JoinGroupRequest.JoinGroupRequestProtocol(name=name, metadata=metadata)
+            for name in self._strategies
+        ]
+
+    def _membership_error(self, code: ErrorCode, what: str) -> None:
+        log.info("group %s: %s on %s; rejoining", self.group_id, code.name, what)
+        if code is ErrorCode.UNKNOWN_MEMBER_ID:
+            self.member_id, self.generation = "", NO_GENERATION
+        elif code is ErrorCode.ILLEGAL_GENERATION:
+            self.generation = NO_GENERATION
+        self.rejoin_needed = True
+        self._stable = False
+
+    async def _join(self) -> None:
+        """JoinGroup then SyncGroup until this member holds an assignment."""
+        self._stop_heartbeat()
+        self._stable = False
+        attempt = 0
+        while True:
+            try:
+                partitions = await self._join_once()
+            except _CoordinatorLost as exc:
+                self._coordinator_dead(str(exc))
+                partitions = None
+            if partitions is not None:
+                break
+            await self._pause(attempt)
+            attempt += 1
+        await self._apply(partitions)
+
+    async def _join_once(self) -> list[TopicPartition] | None:
+        """One JoinGroup/SyncGroup round; None when it must be tried again."""
+        request = JoinGroupRequest(
+            group_id=self.group_id,
+            session_timeout_ms=self._session_timeout_ms,
+            rebalance_timeout_ms=self._rebalance_timeout_ms,
+            member_id=self.member_id,
+            group_instance_id=None,
+            protocol_type=assignors.PROTOCOL_TYPE,
+            protocols=self._protocols(),
+        )
+        joined = await self._send(request, JOIN_GROUP_VERSION)
+        code = ErrorCode(joined.error_code)
+        if code is ErrorCode.MEMBER_ID_REQUIRED:
+            self.member_id = joined.member_id
+            return await self._join_once()
+        if code in COORDINATOR_ERRORS:
+            raise _CoordinatorLost(code.name)
+        if code in MEMBERSHIP_ERRORS or code in RETRY_ERRORS:
+            self._membership_error(code, "JoinGroup")
+            return None
+        if code != ErrorCode.NONE:
+            raise KafkaClientError(code, f"JoinGroup of group {self.group_id}")
+        self.member_id = joined.member_id
+        self.generation = joined.generation_id
+        self.protocol = joined.protocol_name
+        leader = joined.leader == joined.member_id
+        assignments = await self._lead(joined) if leader else {}
+        sync = SyncGroupRequest(
+            group_id=self.group_id,
+            generation_id=self.generation,
+            member_id=self.member_id,
+            group_instance_id=None,
+            protocol_type=assignors.PROTOCOL_TYPE,
+            protocol_name=self.protocol,
+            assignments=[
+                SyncGroupRequest.SyncGroupRequestAssignment(
+                    member_id=member, assignment=assignors.encode_assignment(tps)
+                )
+                for member, tps in assignments.items()
+            ],
+        )
+        synced = await self._send(sync, SYNC_GROUP_VERSION)
+        code = ErrorCode(synced.error_code)
+        if code in COORDINATOR_ERRORS:
+            raise _CoordinatorLost(code.name)
+        if code in MEMBERSHIP_ERRORS or code in RETRY_ERRORS:
+            self._membership_error(code, "SyncGroup")
+            return None
+        if code != ErrorCode.NONE:
+            raise KafkaClientError(code, f"SyncGroup of group {self.group_id}")
+        partitions = assignors.decode_assignment(synced.assignment)
+        log.info(
+            "group %s: generation %d, member %s%s, %s assigned %s",
+            self.group_id,
+            self.generation,
+            self.member_id,
+            " (leader)" if leader else "",
+            self.protocol,
+            ", ".join(str(tp) for tp in partitions) or "nothing",
+        )
+        return partitions
+
+    async def _lead(self, joined: Any) -> dict[str, list[TopicPartition]]:
+        """The leader assigns every member's partitions with the chosen assignor."""
+        subscriptions = {
+            m.member_id: assignors.decode_subscription(m.metadata) for m in joined.members
+        }
+        topics = sorted({t for ts in subscriptions.values() for t in ts})
+        with contextlib.suppress(ClientError):
+            await self._cluster.refresh(topics)
+        counts = {t: self._cluster.cache.partition_count(t) or 0 for t in topics}
+        return assignors.assign(self.protocol or self._strategies[0], subscriptions, counts)
+
+    async def _apply(self, partitions: list[TopicPartition]) -> None:
+        """Eager protocol: every partition starts afresh from its committed offset and
+        epoch (validated before fetching), or by the reset policy without one."""
+        committed = await self.committed(partitions) if partitions else {}
+        self._consumer.assign([])
+        self._consumer.assign(partitions)
+        for tp, found in committed.items():
+            if found is not None:
+                self._consumer.seek(tp, found.offset, found.leader_epoch)
+        self.rejoin_needed = False
+        self._stable = True
+        self._next_auto_commit = self._clock.monotonic() + self._auto_commit_s
+        self._heartbeat = asyncio.get_running_loop().create_task(
+            self._heartbeat_loop(self.generation)
+        )
+
+    # -- heartbeats ----------------------------------------------------------------------
+
+    def _stop_heartbeat(self) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            self._heartbeat = None
+
+    async def _heartbeat_loop(self, generation: int) -> None:
+        """Every ``heartbeat.interval.ms`` while this generation is stable; a rebalance
+        or a lost membership is noted for the next poll to rejoin."""
+        while self._stable and self.generation == generation:
+            await self._clock.sleep(self._heartbeat_s)
+            if not self._stable or self.generation != generation:
+                return
+            request = HeartbeatRequest(
+                group_id=self.group_id,
+                generation_id=generation,
+                member_id=self.member_id,
+                group_instance_id=None,
+            )
+            try:
+                response = await self._send(request, HEARTBEAT_VERSION)
+            except _CoordinatorLost:
+                continue
+            except (ConnectionError, OSError) as exc:
+                log.info("group %s: heartbeat failed: %s", self.group_id, exc)
+                continue
+            code = ErrorCode(response.error_code)
+            if code in COORDINATOR_ERRORS:
+                self._coordinator_dead(code.name)
+            elif code in MEMBERSHIP_ERRORS:
+                self._membership_error(code, "Heartbeat")
+                return
+            elif code != ErrorCode.NONE and code not in RETRY_ERRORS:
+                log.warning("group %s: heartbeat answered %s", self.group_id, code.name)
+
+    # -- commits -------------------------------------------------------------------------
+
+    def consumed_positions(self) -> dict[TopicPartition, OffsetAndEpoch]:
+        """The positions after the records already returned (fetching partitions only;
+        one awaiting validation or reset has nothing new to commit)."""
+        out = {}
+        for tp in self._consumer.assignment():
+            position = self._consumer.position(tp)
+            if position is not None and self._consumer.phase(tp) is Phase.FETCHING:
+                out[tp] = position
+        return out
+
+    async def _commit_quietly(self, why: str) -> None:
+        try:
+            await self.commit()
+        except (ClientError, ConnectionError, OSError, TimeoutError) as exc:
+            log.warning("group %s: commit %s failed: %s", self.group_id, why, exc)
+
+    async def commit(self, offsets: Mapping[TopicPartition, OffsetAndEpoch] | None = None) -> None:
+        """OffsetCommit v8 with each position's leader epoch; by default the positions
+        after the records already returned. Raises CommitFailedError after a rebalance."""
+        wanted = dict(self.consumed_positions() if offsets is None else offsets)
+        attempt = 0
+        deadline = self._clock.monotonic() + self._request_timeout_s
+        while wanted:
+            failed = await self._commit_once(wanted)
+            if failed is None:
+                return
+            if self._clock.monotonic() >= deadline:
+                raise KafkaClientError(failed, f"OffsetCommit of group {self.group_id}")
+            await self._pause(attempt)
+            attempt += 1
+
+    async def _commit_once(self, offsets: Mapping[TopicPartition, OffsetAndEpoch]) -> Any:
+        """None when stored; else the retriable error met (NOT_COORDINATOR etc.)."""
+        partition_cls = OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition
+        by_topic: dict[str, list[Any]] = {}
+        for tp, at in sorted(offsets.items()):
+            by_topic.setdefault(tp.topic, []).append(
+                partition_cls(
+                    partition_index=tp.partition,
+                    committed_offset=at.offset,
+                    committed_leader_epoch=-1 if at.leader_epoch is None else at.leader_epoch,
+                    committed_metadata="",
+                )
+            )
+        in_group = bool(self.member_id) and self.generation != NO_GENERATION
+        request = OffsetCommitRequest(
+            group_id=self.group_id,
+            generation_id_or_member_epoch=self.generation if in_group else NO_GENERATION,
+            member_id=self.member_id if in_group else "",
+            group_instance_id=None,
+            topics=[
+                OffsetCommitRequest.OffsetCommitRequestTopic(name=name, partitions=parts)
+                for name, parts in by_topic.items()
+            ],
+        )
+        try:
+            response = await self._send(request, OFFSET_COMMIT_VERSION)
+        except _CoordinatorLost:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        errors = {
+            TopicPartition(t.name, p.partition_index): ErrorCode(p.error_code)
+            for t in response.topics
+            for p in t.partitions
+            if p.error_code != ErrorCode.NONE
+        }
+        if not errors:
+            return None
+        codes = set(errors.values())
+        for code in codes & MEMBERSHIP_ERRORS:
+            self._membership_error(code, "OffsetCommit")
+            raise CommitFailedError(self.group_id, code)
+        if codes & COORDINATOR_ERRORS:
+            self._coordinator_dead(", ".join(sorted(c.name for c in codes)))
+        retriable = COORDINATOR_ERRORS | RETRY_ERRORS | {ErrorCode.REQUEST_TIMED_OUT}
+        fatal = codes - retriable
+        if fatal:
+            code = min(fatal)
+            bad = ", ".join(str(tp) for tp, c in errors.items() if c in fatal)
+            raise KafkaClientError(code, f"OffsetCommit of group {self.group_id}: {bad}")
+        return min(codes)
+
+    async def committed(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, OffsetAndEpoch | None]:
+        """OffsetFetch v8: the committed offset with its leader epoch, None if none."""
+        from epochlog.client.consumer import OffsetAndEpoch
+
+        wanted = sorted(set(partitions))
+        by_topic: dict[str, list[int]] = {}
+        for tp in wanted:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        group_cls = OffsetFetchRequest.OffsetFetchRequestGroup
+        request = OffsetFetchRequest(
+            groups=[
+                group_cls(
+                    group_id=self.group_id,
+                    topics=[
+                        group_cls.OffsetFetchRequestTopics(name=t, partition_indexes=ps)
+                        for t, ps in by_topic.items()
+                    ],
+                )
+            ],
+            require_stable=False,
+        )
+        attempt = 0
+        deadline = self._clock.monotonic() + self._request_timeout_s
+        while True:
+            code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            try:
+                response = await self._send(request, OFFSET_FETCH_VERSION)
+            except _CoordinatorLost:
+                response = None
+            if response is not None:
+                (group,) = response.groups
+                code = ErrorCode(group.error_code)
+                out: dict[TopicPartition, OffsetAndEpoch | None] = {tp: None for tp in wanted}
+                for t in group.topics if code == ErrorCode.NONE else []:
+                    for p in t.partitions:
+                        pcode = ErrorCode(p.error_code)
+                        if pcode != ErrorCode.NONE:
+                            code = pcode
+                            break
+                        if p.committed_offset >= 0:
+                            epoch = p.committed_leader_epoch
+                            out[TopicPartition(t.name, p.partition_index)] = OffsetAndEpoch(
+                                p.committed_offset, epoch if epoch >= 0 else None
+                            )
+                if code == ErrorCode.NONE:
+                    return out
+                if code in COORDINATOR_ERRORS:
+                    self._coordinator_dead(code.name)
+                elif code not in RETRY_ERRORS:
+                    raise KafkaClientError(code, f"OffsetFetch of group {self.group_id}")
+            if self._clock.monotonic() >= deadline:
+                raise KafkaClientError(code, f"OffsetFetch of group {self.group_id}")
+            await self._pause(attempt)
+            attempt += 1
