@@ -5,6 +5,7 @@ epochlog up --brokers N    run a local cluster of N broker processes on loopback
 epochlog topics ...        create, delete, list and describe topics
 epochlog status            leaders, epochs, ISR, high watermarks, replica logs
 epochlog quarantine ...    list, show and replay what truncations kept aside
+epochlog demo              the main job: a cluster, a PySpark pipeline, an unclean election
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from epochlog.broker.config import BrokerConfig, parse_properties
 from epochlog.cli import admin_commands, quarantine
 from epochlog.cli.cluster import LocalCluster, run_local_cluster
 from epochlog.cli.logs import configure_logging
+from epochlog.demo import add_arguments as add_demo_arguments
 from epochlog.protocol.errors import KafkaError
 from epochlog.seams import real_seams
 
@@ -142,6 +144,12 @@ def _cmd_quarantine(args: argparse.Namespace) -> int:
     )
 
 
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from epochlog.demo import run_from_args
+
+    return run_from_args(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="epochlog", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
@@ -196,6 +204,10 @@ def build_parser() -> argparse.ArgumentParser:
     kept.add_argument("--topic")
     kept.add_argument("--partition", type=int, default=0)
     kept.set_defaults(func=_cmd_quarantine)
+
+    demo = sub.add_parser("demo", help="the main job end to end, with an unclean election")
+    add_demo_arguments(demo)
+    demo.set_defaults(func=_cmd_demo)
     return parser
 
 

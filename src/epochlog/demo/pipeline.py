@@ -1,0 +1,158 @@
+"""The demo's PySpark pipeline: events from epochlog -> per-user counts and sums per
+micro-batch -> parquet, with a checkpoint.
+
+Each micro-batch is written by ``foreachBatch`` into directories named after its batch
+id, replacing whatever an earlier attempt of the same batch left there. The source
+plans a replayed batch exactly as before (its end offsets, truncation decisions
+included, are in the checkpoint), so a replay rewrites the same rows: the output holds
+each event the query read exactly once."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+EVENT_SCHEMA = "id string, user string, amount long, produced_at long"
+
+
+def spark_session(app_name: str = "epochlog-demo") -> Any:
+    """A local[2] session with the UI off; Python workers run on this interpreter so
+    they import epochlog and pyspark_epochlog."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def event_rows(frame: Any) -> Any:
+    """The source's rows (key, value, topic, partition, offset, leaderEpoch, ...) as
+    events: the JSON value parsed, with where each event was read from."""
+    from pyspark.sql import functions as F
+
+    parsed = F.from_json(F.col("value").cast("string"), EVENT_SCHEMA)
+    return frame.select(
+        parsed.alias("event"), "topic", "partition", "offset", "leaderEpoch", "timestamp"
+    ).select("event.*", "topic", "partition", "offset", "leaderEpoch", "timestamp")
+
+
+def per_user(events: Any) -> Any:
+    """The aggregation: how many events and how much per user in this micro-batch."""
+    from pyspark.sql import functions as F
+
+    return events.groupBy("user").agg(F.count("*").alias("events"), F.sum("amount").alias("amount"))
+
+
+@dataclass
+class PipelineStats:
+    """What the micro-batches did, filled in on the driver by ``foreachBatch``."""
+
+    batches: int = 0
+    rows: int = 0
+    last_batch_id: int = -1
+    # partition -> the next offset after the highest one the pipeline has written
+    read_up_to: dict[int, int] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record(self, batch_id: int, rows: int, ends: dict[int, int]) -> None:
+        with self.lock:
+            self.batches += 1
+            self.rows += rows
+            self.last_batch_id = batch_id
+            for partition, end in ends.items():
+                self.read_up_to[partition] = end
+
+    def snapshot(self) -> tuple[int, int, dict[int, int]]:
+        with self.lock:
+            return self.batches, self.rows, dict(self.read_up_to)
+
+
+def batch_writer(output: str, stats: PipelineStats) -> Any:
+    """The ``foreachBatch`` function: events and per-user aggregates of one
+    micro-batch, each into ``<output>/<table>/batch_id=N`` (overwritten on replay)."""
+    from pyspark.sql import functions as F
+
+    def write(frame: Any, batch_id: int) -> None:
+        events = event_rows(frame).persist()
+        try:
+            ends = {
+                int(row["partition"]): int(row["end"])
+                for row in events.groupBy("partition")
+                .agg((F.max("offset") + 1).alias("end"))
+                .collect()
+            }
+            rows = sum(int(r["n"]) for r in events.groupBy().agg(F.count("*").alias("n")).collect())
+            if rows:
+                events.write.mode("overwrite").parquet(f"{output}/events/batch_id={batch_id}")
+                per_user(events).write.mode("overwrite").parquet(
+                    f"{output}/aggregates/batch_id={batch_id}"
+                )
+            stats.record(batch_id, rows, ends)
+        finally:
+            events.unpersist()
+
+    return write
+
+
+def start_pipeline(
+    spark: Any,
+    bootstrap: str,
+    topic: str,
+    checkpoint: str,
+    output: str,
+    on_truncation: str,
+    stats: PipelineStats,
+    trigger_s: float = 1.0,
+    max_offsets_per_trigger: int | None = None,
+) -> Any:
+    """Start the streaming query; it runs until stopped."""
+    reader = (
+        spark.readStream.format("epochlog")
+        .option("bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("onTruncation", on_truncation)
+    )
+    if max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
+    return (
+        reader.load()
+        .writeStream.queryName("epochlog_demo")
+        .foreachBatch(batch_writer(output, stats))
+        .option("checkpointLocation", checkpoint)
+        .trigger(processingTime=f"{trigger_s} seconds")
+        .start()
+    )
+
+
+def end_offsets(query: Any) -> list[dict[str, Any]]:
+    """The source's end offset of every micro-batch still in the query's recent
+    progress, as JSON (it carries the truncation decisions of that batch)."""
+    found = []
+    for progress in query.recentProgress:
+        for source in progress.get("sources", []) if isinstance(progress, dict) else []:
+            end = source.get("endOffset")
+            if isinstance(end, str):
+                try:
+                    end = json.loads(end)
+                except ValueError:
+                    continue
+            if end is not None:
+                found.append({"batchId": progress.get("batchId"), "endOffset": end})
+    return found

@@ -1,0 +1,222 @@
+"""The demo's story, phase by phase: a cluster, a live stream, a pipeline, an unclean
+election in the middle of it, then what the evidence says about each event."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from epochlog.demo import verify
+from epochlog.demo.cluster_control import DemoCluster, DemoError, wait_for
+from epochlog.demo.events import EventStream
+from epochlog.demo.pipeline import PipelineStats, spark_session, start_pipeline
+from epochlog.demo.progress import Progress, print_block
+from epochlog.demo.report import Outcome, judge
+
+TOPIC = "events"
+# Hang guards: generous bounds on things that take seconds; never a judgement of speed.
+CATCH_UP_BOUND_S = 180.0
+ELECTION_BOUND_S = 120.0
+
+
+@dataclass
+class Settings:
+    data_dir: str
+    port: int
+    partitions: int
+    rate: int
+    on_truncation: str
+    # seconds of live stream before, during (lagging replica paused) and after the election
+    steady_s: float
+    lost_window_s: float
+    after_s: float
+    trigger_s: float
+
+
+def _isr_without(cluster: DemoCluster, broker: int) -> bool:
+    return all(broker not in p.isr for p in cluster.partitions(TOPIC))
+
+
+def _all_led_by(cluster: DemoCluster, broker: int, above: dict[int, int]) -> bool:
+    parts = cluster.partitions(TOPIC, via=broker)
+    return all(p.leader == broker and p.leader_epoch > above[p.partition] for p in parts)
+
+
+def _read_past(stats: PipelineStats, marks: dict[int, int]) -> bool:
+    _, _, read = stats.snapshot()
+    return all(read.get(p, 0) > mark for p, mark in marks.items())
+
+
+def _caught_up(cluster: DemoCluster, stats: PipelineStats, query: Any) -> bool:
+    if not query.isActive:
+        return True
+    _, _, read = stats.snapshot()
+    ends = {p: cluster.high_watermark(TOPIC, p) for p in range(len(cluster.partitions(TOPIC)))}
+    return all(read.get(p, 0) >= end for p, end in ends.items() if end > 0)
+
+
+def run(settings: Settings) -> int:
+    """Run the whole story; 0 when every check passed."""
+    run_id = uuid.uuid4().hex[:8]
+    data_dir = os.path.abspath(settings.data_dir)
+    cluster = DemoCluster(os.path.join(data_dir, "cluster"), 3, settings.port)
+    checkpoint = os.path.join(data_dir, "checkpoint")
+    output = os.path.join(data_dir, "output")
+    stats = PipelineStats()
+    stream: EventStream | None = None
+    query: Any = None
+    spark: Any = None
+
+    def counts() -> str:
+        sent, acked, failed = stream.counts() if stream else (0, 0, 0)
+        batches, rows, _ = stats.snapshot()
+        return (
+            f"produced={sent} acked={acked} failed={failed}"
+            f" micro-batches={batches} rows written={rows}"
+        )
+
+    progress = Progress(counts)
+    print(f"epochlog demo: run {run_id}, data in {data_dir}", flush=True)
+    print(f"  onTruncation={settings.on_truncation}, {settings.rate} events/s", flush=True)
+    try:
+        progress.phase("cluster", "starting 3 brokers (embedded SQLite metastore)")
+        cluster.start()
+        controller = cluster.describe().controller_id
+        lagging = max(b for b in range(3) if b != controller)
+        leaders = [b for b in range(3) if b != lagging]
+        assignment = [
+            [leaders[i % 2], leaders[(i + 1) % 2], lagging] for i in range(settings.partitions)
+        ]
+        cluster.create_topic(
+            TOPIC,
+            assignment,
+            {"unclean.leader.election.enable": "true", "min.insync.replicas": "1"},
+        )
+        progress.say(
+            f"bootstrap.servers={cluster.bootstrap}; topic {TOPIC}: {settings.partitions}"
+            f" partitions, replicas {assignment}, unclean.leader.election.enable=true"
+        )
+        old_epochs = {p.partition: p.leader_epoch for p in cluster.partitions(TOPIC)}
+
+        progress.phase("spark", "starting a local[2] SparkSession")
+        spark = spark_session()
+        progress.start()
+        stream = EventStream(cluster.bootstrap, TOPIC, settings.rate, run_id)
+        stream.start()
+        query = start_pipeline(
+            spark,
+            cluster.bootstrap,
+            TOPIC,
+            checkpoint,
+            output,
+            settings.on_truncation,
+            stats,
+            settings.trigger_s,
+        )
+        progress.phase("streaming", f"events -> per-user counts and sums -> parquet in {output}")
+        wait_for(lambda: stats.snapshot()[1] > 0, CATCH_UP_BOUND_S, "the first rows written")
+        time.sleep(settings.steady_s)
+
+        progress.phase(
+            "lagging replica",
+            f"SIGSTOP broker {lagging}: it falls out of the ISR and stops copying",
+        )
+        cluster.pause(lagging)
+        marks = {p: cluster.log_end(leaders[p % 2], TOPIC, p) for p in range(settings.partitions)}
+        wait_for(lambda: _isr_without(cluster, lagging), 60, f"broker {lagging} to leave the ISR")
+        progress.say(f"broker {lagging} left the ISR; leaders' log ends when paused: {marks}")
+        time.sleep(settings.lost_window_s)
+        wait_for(
+            lambda: _read_past(stats, marks),
+            CATCH_UP_BOUND_S,
+            "the pipeline to read records the lagging replica does not have",
+        )
+
+        progress.phase(
+            "unclean election",
+            f"SIGKILL brokers {leaders} (the whole ISR), SIGCONT broker {lagging}",
+        )
+        for broker in leaders:
+            cluster.kill(broker)
+        cluster.resume(lagging)
+        wait_for(
+            lambda: _all_led_by(cluster, lagging, old_epochs),
+            ELECTION_BOUND_S,
+            f"broker {lagging} to be elected leader uncleanly",
+        )
+        new_epochs = {p.partition: p.leader_epoch for p in cluster.partitions(TOPIC)}
+        progress.say(f"broker {lagging} leads every partition; epochs {old_epochs} -> {new_epochs}")
+        time.sleep(settings.after_s)
+
+        progress.phase("recovery", f"restarting brokers {leaders}: they truncate to the leader")
+        for broker in leaders:
+            cluster.restart(broker)
+        wait_for(
+            lambda: all(sorted(p.isr) == [0, 1, 2] for p in cluster.partitions(TOPIC)),
+            ELECTION_BOUND_S,
+            "the restarted brokers to rejoin the ISR",
+        )
+        time.sleep(settings.after_s)
+
+        progress.phase("draining", "producer stopped; the pipeline reads to the end")
+        stream.stop()
+        wait_for(
+            lambda: _caught_up(cluster, stats, query), CATCH_UP_BOUND_S, "the pipeline to catch up"
+        )
+        query_error = _stop_query(query)
+        progress.stop()
+
+        progress.phase("checking", "a fresh batch read of the topic, the output, the quarantine")
+        outcome = Outcome(
+            on_truncation=settings.on_truncation,
+            lagging=lagging,
+            killed=leaders,
+            old_epochs=old_epochs,
+            new_epochs=new_epochs,
+            acked=dict(stream.acked.written),
+            failed=dict(stream.acked.failed),
+            sent=stream.sent,
+            surviving=verify.topic_events(spark, cluster.bootstrap, TOPIC),
+            written=verify.output_events(spark, output),
+            aggregate_total=verify.aggregate_total(spark, output),
+            quarantine=verify.quarantined(cluster.log_dirs(), TOPIC),
+            offsets=verify.checkpoint_offsets(checkpoint),
+            query_error=query_error,
+            batches=stats.snapshot()[0],
+        )
+        checks = judge(outcome)
+    except DemoError as exc:
+        progress.stop()
+        print(f"\nepochlog demo: FAILED: {exc}", flush=True)
+        return 1
+    finally:
+        progress.stop()
+        if stream is not None:
+            stream.stop(10)
+        if query is not None and query.isActive:
+            _stop_query(query)
+        if spark is not None:
+            spark.stop()
+        cluster.stop()
+    failed = [c for c in checks if not c.passed]
+    print_block(
+        "checks",
+        [f"{'PASS' if c.passed else 'FAIL'} {c.name}: {c.detail}" for c in checks],
+    )
+    print(
+        f"\nepochlog demo: {'PASSED' if not failed else 'FAILED'}"
+        f" ({len(checks) - len(failed)}/{len(checks)} checks passed); data in {data_dir}",
+        flush=True,
+    )
+    return 0 if not failed else 1
+
+
+def _stop_query(query: Any) -> str | None:
+    """Stop the query; the error it ended with, if any (``fail`` ends it that way)."""
+    error = query.exception()
+    if query.isActive:
+        query.stop()
+    return None if error is None else str(error)
