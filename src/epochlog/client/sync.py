@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from epochlog.client.consumer import AsyncConsumer, ConsumerRecords, OffsetAndEpoch
 from epochlog.client.errors import TopicPartition
+from epochlog.client.lookup import OffsetAndTimestamp
 from epochlog.client.producer import AsyncProducer, Headers, RecordMetadata
 from epochlog.seams import Seams
 
@@ -36,6 +37,11 @@ class _LoopThread:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join()
         self.loop.close()
+
+
+async def _call(fn: Callable[[], T]) -> T:
+    """Run a plain call on the client's loop thread (it touches loop-owned state)."""
+    return fn()
 
 
 class Producer:
@@ -123,6 +129,26 @@ class Consumer:
 
     def poll(self, timeout: float = 1.0) -> ConsumerRecords:
         return self._thread.run(self._consumer.poll(int(timeout * 1000)))
+
+    def subscribe(self, topics: Iterable[str]) -> None:
+        """Join ``group.id`` for these topics; heartbeats run on the consumer's thread."""
+        self._thread.run(_call(lambda: self._consumer.subscribe(topics)))
+
+    def assignment(self) -> list[TopicPartition]:
+        return self._thread.run(_call(self._consumer.assignment))
+
+    def commit(self, offsets: Mapping[TopicPartition, OffsetAndEpoch] | None = None) -> None:
+        self._thread.run(self._consumer.commit(offsets))
+
+    def committed(
+        self, partitions: Iterable[TopicPartition | tuple[str, int]]
+    ) -> dict[TopicPartition, OffsetAndEpoch | None]:
+        return self._thread.run(self._consumer.committed(list(partitions)))
+
+    def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition | tuple[str, int], int]
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        return self._thread.run(self._consumer.offsets_for_times(timestamps))
 
     def close(self) -> None:
         try:

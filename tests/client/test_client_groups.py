@@ -1,0 +1,260 @@
+"""epochlog consumers in groups on a 6-partition topic of a real broker process: joins
+and leaves rebalance the partitions (range and roundrobin), commits carry leader
+epochs and come back, a restarted group resumes at the committed positions, and a
+group mixing epochlog and kafka-python members shares the topic."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+
+from epochlog.client import Consumer, OffsetAndEpoch, Producer, TopicPartition
+from support.clients import create_topic
+
+PARTITIONS = 6
+HANG_GUARD_S = 120.0
+SETTINGS = {
+    "offsets.topic.num.partitions": 3,
+    "offsets.topic.replication.factor": 1,
+    "group.initial.rebalance.delay.ms": 0,
+}
+
+
+class Member(threading.Thread):
+    """One group member polling on its own thread; commits after every poll."""
+
+    def __init__(self, kind: str, bootstrap: str, group: str, topic: str, name: str, **conf: Any):
+        super().__init__(name=name, daemon=True)
+        self.kind, self.bootstrap, self.group, self.topic = kind, bootstrap, group, topic
+        self.conf = conf
+        self.consumed: list[tuple[int, int, int | None]] = []
+        self.assigned: set[int] = set()
+        self.errors: list[BaseException] = []
+        self.commit_errors: list[str] = []
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()
+
+    def _open(self) -> Any:
+        if self.kind == "epochlog":
+            consumer = Consumer(
+                {
+                    "bootstrap.servers": self.bootstrap,
+                    "group.id": self.group,
+                    "client.id": self.name,
+                    "auto.offset.reset": "earliest",
+                    "enable.auto.commit": False,
+                    "session.timeout.ms": 10000,
+                    "heartbeat.interval.ms": 300,
+                    "retry.backoff.ms": 20,
+                    **self.conf,
+                }
+            )
+            consumer.subscribe([self.topic])
+            return consumer
+        from kafka import KafkaConsumer
+
+        consumer = KafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            group_id=self.group,
+            client_id=self.name,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            session_timeout_ms=10000,
+            heartbeat_interval_ms=300,
+        )
+        consumer.subscribe([self.topic])
+        return consumer
+
+    def _poll_and_commit(self, consumer: Any) -> None:
+        if self.kind == "epochlog":
+            records = consumer.poll(0.2)
+            got = [(r.partition, r.offset, r.leader_epoch) for r in records]
+            commit: Callable[[], None] = lambda: consumer.commit(records.next_offsets())  # noqa: E731
+        else:
+            batches = consumer.poll(timeout_ms=200)
+            got = [(m.partition, m.offset, m.leader_epoch) for b in batches.values() for m in b]
+            commit = lambda: self._kafka_python_commit(consumer, got)  # noqa: E731
+        with self.lock:
+            self.consumed.extend(got)
+        if got:
+            try:
+                commit()
+            except Exception as exc:  # a rebalance may refuse one commit
+                self.commit_errors.append(repr(exc))
+        with self.lock:
+            self.assigned = {tp.partition for tp in consumer.assignment()}
+
+    def _kafka_python_commit(self, consumer: Any, got: list[tuple[int, int, int]]) -> None:
+        from kafka import TopicPartition as KafkaTopicPartition
+        from kafka.structs import OffsetAndMetadata
+
+        last = {p: (o, e) for p, o, e in got}
+        consumer.commit(
+            {
+                KafkaTopicPartition(self.topic, p): OffsetAndMetadata(o + 1, "", e)
+                for p, (o, e) in last.items()
+            }
+        )
+
+    def run(self) -> None:
+        try:
+            consumer = self._open()
+        except BaseException as exc:
+            self.errors.append(exc)
+            return
+        try:
+            while not self.stopping.is_set():
+                self._poll_and_commit(consumer)
+        except BaseException as exc:
+            self.errors.append(exc)
+        finally:
+            consumer.close()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.join(HANG_GUARD_S)
+        assert not self.is_alive(), f"{self.name} did not stop"
+        assert not self.errors, f"{self.name} failed: {self.errors}"
+
+
+def wait_for(predicate: Callable[[], bool], what: str, members: Sequence[Member]) -> None:
+    """Wait for ``predicate`` (a hang guard, not a speed check); a failed member ends
+    the wait at once and the message names every member's state."""
+    deadline = time.monotonic() + HANG_GUARD_S
+    while not predicate():
+        failed = [m for m in members if m.errors]
+        if failed or time.monotonic() > deadline:
+            states = "; ".join(
+                f"{m.name}: alive={m.is_alive()} assigned={sorted(m.assigned)} "
+                f"consumed={len(m.consumed)} errors={m.errors!r}"
+                for m in members
+            )
+            raise AssertionError(f"waiting for {what}: {states}")
+        time.sleep(0.05)
+
+
+def produce(bootstrap: str, topic: str, per_partition: int, phase: int) -> None:
+    with Producer({"bootstrap.servers": bootstrap, "linger.ms": 0}) as producer:
+        futures = [
+            producer.produce(topic, f"{phase}-{p}-{i}".encode(), partition=p)
+            for p in range(PARTITIONS)
+            for i in range(per_partition)
+        ]
+        assert producer.flush(HANG_GUARD_S)
+        for f in futures:
+            f.result(HANG_GUARD_S)
+
+
+def spread(members: Sequence[Member]) -> list[int]:
+    return sorted(len(m.assigned) for m in members)
+
+
+def total(members: Sequence[Member]) -> int:
+    return sum(len(m.consumed) for m in members)
+
+
+def distinct(members: Sequence[Member]) -> set[tuple[int, int]]:
+    return {(p, o) for m in members for p, o, _ in m.consumed}
+
+
+def committed(bootstrap: str, group: str, topic: str) -> dict[TopicPartition, Any]:
+    with Consumer({"bootstrap.servers": bootstrap, "group.id": group}) as reader:
+        return reader.committed([TopicPartition(topic, p) for p in range(PARTITIONS)])
+
+
+@pytest.mark.parametrize("strategy", ["range", "roundrobin"])
+def test_three_members_rebalance_commit_epochs_and_resume(broker_factory, strategy: str) -> None:
+    broker = broker_factory(SETTINGS)
+    bootstrap = broker.bootstrap
+    topic, group = f"groups-{strategy}", f"group-{strategy}"
+    create_topic(bootstrap, topic, PARTITIONS)
+    everyone: list[Member] = []
+
+    def member(name: str) -> Member:
+        m = Member(
+            "epochlog", bootstrap, group, topic, name, **{"partition.assignment.strategy": strategy}
+        )
+        everyone.append(m)
+        m.start()
+        return m
+
+    try:
+        produce(bootstrap, topic, 10, phase=1)
+        a = member("a")
+        wait_for(lambda: len(a.assigned) == PARTITIONS, "a to own every partition", everyone)
+        wait_for(lambda: len(distinct(everyone)) >= 60, "a to read phase 1", everyone)
+
+        b, c = member("b"), member("c")
+        wait_for(lambda: spread([a, b, c]) == [2, 2, 2], "a rebalance on join", everyone)
+        assert set().union(*(m.assigned for m in (a, b, c))) == set(range(PARTITIONS))
+        produce(bootstrap, topic, 10, phase=2)
+        wait_for(lambda: len(distinct(everyone)) >= 120, "phase 2 read", everyone)
+
+        c.stop()
+        wait_for(lambda: spread([a, b]) == [3, 3], "a rebalance on leave", everyone)
+        produce(bootstrap, topic, 10, phase=3)
+        wait_for(lambda: len(distinct(everyone)) >= 180, "phase 3 read", everyone)
+        a.stop()
+        b.stop()
+
+        # Every record was read; every commit came back with the epoch of its records.
+        assert distinct(everyone) == {(p, o) for p in range(PARTITIONS) for o in range(30)}
+        assert all(epoch == 0 for m in everyone for _, _, epoch in m.consumed)
+        expected = {TopicPartition(topic, p): OffsetAndEpoch(30, 0) for p in range(PARTITIONS)}
+        assert committed(bootstrap, group, topic) == expected
+
+        # A restarted group resumes at the committed positions: only new records.
+        before = total(everyone)
+        restarted = [member(n) for n in ("a2", "b2", "c2")]
+        wait_for(lambda: spread(restarted) == [2, 2, 2], "the restarted group", everyone)
+        produce(bootstrap, topic, 5, phase=4)
+        wait_for(lambda: total(restarted) >= 30, "phase 4 read", everyone)
+        for m in restarted:
+            m.stop()
+        again = [(p, o) for m in restarted for p, o, _ in m.consumed]
+        assert sorted(again) == [(p, o) for p in range(PARTITIONS) for o in range(30, 35)]
+        assert total(everyone) == before + 30
+    finally:
+        for m in everyone:
+            m.stopping.set()
+        for m in everyone:
+            m.join(HANG_GUARD_S)
+
+
+@pytest.mark.interop
+def test_mixed_group_with_kafka_python_members(broker_factory) -> None:
+    broker = broker_factory(SETTINGS)
+    bootstrap = broker.bootstrap
+    topic, group = "groups-mixed", "group-mixed"
+    create_topic(bootstrap, topic, PARTITIONS)
+    produce(bootstrap, topic, 10, phase=1)
+    members = [
+        Member("epochlog", bootstrap, group, topic, "el-1"),
+        Member("kafka-python", bootstrap, group, topic, "kp-1"),
+        Member("epochlog", bootstrap, group, topic, "el-2"),
+    ]
+    try:
+        for m in members:
+            m.start()
+        wait_for(lambda: spread(members) == [2, 2, 2], "a 2/2/2 mixed group", members)
+        owned = [p for m in members for p in m.assigned]
+        assert sorted(owned) == list(range(PARTITIONS))
+        produce(bootstrap, topic, 10, phase=2)
+        wait_for(lambda: len(distinct(members)) >= 120, "every record read", members)
+        for m in members:
+            m.stop()
+        assert distinct(members) == {(p, o) for p in range(PARTITIONS) for o in range(20)}
+        counts = Counter((p, o) for m in members for p, o, _ in m.consumed)
+        assert sum(counts.values()) >= 120
+        found = committed(bootstrap, group, topic)
+        assert found == {TopicPartition(topic, p): OffsetAndEpoch(20, 0) for p in range(PARTITIONS)}
+    finally:
+        for m in members:
+            m.stopping.set()
+        for m in members:
+            m.join(HANG_GUARD_S)
