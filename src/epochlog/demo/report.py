@@ -30,34 +30,35 @@ class Outcome:
     batches: int
 
 
-def _find_reports(value: Any) -> list[dict[str, Any]]:
-    """Every object under a key naming a truncation in the source's end offset JSON."""
-    found: list[dict[str, Any]] = []
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if "truncat" in str(key).lower():
-                items = item if isinstance(item, list) else [item]
-                found += [i for i in items if isinstance(i, dict)]
-            else:
-                found += _find_reports(item)
-    elif isinstance(value, list):
-        for item in value:
-            found += _find_reports(item)
-    return found
-
-
 def source_reports(offsets: list[tuple[int, Any]]) -> list[tuple[int, dict[str, Any]]]:
-    """(batch id, report) for each truncation decision the checkpoint records, once
-    each (a decision stays in the end offsets of the batches after it)."""
+    """(batch id, event) for each loss the source recorded in an end offset's
+    ``events`` (truncation, retention, re-created topic), once each."""
     seen: set[str] = set()
     out = []
     for batch_id, end in offsets:
-        for report in _find_reports(end):
-            key = repr(sorted(report.items()))
+        events = end.get("events", []) if isinstance(end, dict) else []
+        for event in events:
+            if not isinstance(event, dict) or event.get("event") == "newPartition":
+                continue
+            key = repr(sorted(event.items()))
             if key not in seen:
                 seen.add(key)
-                out.append((batch_id, report))
+                out.append((batch_id, event))
     return out
+
+
+def _describe(batch_id: int, e: dict[str, Any]) -> str:
+    lost_from, lost_until = int(e.get("lostFrom", -1)), int(e.get("lostUntil", -1))
+    span = (
+        f"offsets {lost_from}..{lost_until - 1} ({lost_until - lost_from} records)"
+        if lost_from >= 0
+        else f"offsets below {lost_until} (divergence unknown)"
+    )
+    return (
+        f"{e.get('topic')}-{e.get('partition')}: {e.get('event')} of {span}, planned in"
+        f" micro-batch {batch_id}; onTruncation={e.get('policy')} resumed at offset"
+        f" {e.get('resumeAt')}"
+    )
 
 
 def _ranges(offsets: list[int]) -> str:
@@ -120,7 +121,7 @@ def judge(o: Outcome) -> list[Check]:
     )
 
     reports = source_reports(o.offsets)
-    report_lines = [f"micro-batch {b}: {r}" for b, r in reports]
+    report_lines = [_describe(b, r) for b, r in reports]
     if o.query_error:
         report_lines.append(f"query stopped with: {o.query_error.splitlines()[0][:400]}")
     print_block(
@@ -132,10 +133,14 @@ def judge(o: Outcome) -> list[Check]:
         named = [
             r
             for _, r in reports
-            if int(r.get("partition", -1)) == partition
-            and int(r.get("divergenceOffset", r.get("from", -1))) == first
+            if r.get("event") == "truncation"
+            and int(r.get("partition", -1)) == partition
+            and int(r.get("lostFrom", -1)) == first
+            and first < int(r.get("lostUntil", -1)) <= last + 1
         ]
-        in_error = o.query_error is not None and f"{first}" in o.query_error
+        in_error = o.query_error is not None and (
+            f"-{partition}: offsets {first}.." in o.query_error
+        )
         exact.append((partition, first, last, epochs, bool(named) or in_error))
     checks.append(
         Check(
