@@ -12,12 +12,15 @@ from epochlog.client.errors import (
     TopicIdChangedError,
     TopicPartition,
 )
+from epochlog.client.group import CommitFailedError
+from epochlog.client.lookup import OffsetAndTimestamp
 from epochlog.client.producer import AsyncProducer, RecordMetadata
 from epochlog.client.sync import Consumer, Producer
 
 __all__ = [
     "AsyncConsumer",
     "AsyncProducer",
+    "CommitFailedError",
     "ConfigError",
     "Consumer",
     "ConsumerRecord",
@@ -26,6 +29,7 @@ __all__ = [
     "LogTruncationError",
     "NoOffsetForPartitionError",
     "OffsetAndEpoch",
+    "OffsetAndTimestamp",
     "OffsetOutOfRangeError",
     "Producer",
     "RecordMetadata",
