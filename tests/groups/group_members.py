@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import confluent_kafka as ck
@@ -135,11 +135,26 @@ class GroupMember(threading.Thread):
         assert not self.errors, f"{self.name} failed: {self.errors}"
 
 
-def wait_for(predicate: Callable[[], bool], what: str, timeout: float = HANG_GUARD_S) -> None:
+def wait_for(
+    predicate: Callable[[], bool],
+    what: str,
+    members: Sequence[GroupMember] = (),
+    timeout: float = HANG_GUARD_S,
+) -> None:
+    """Wait for ``predicate``; a member whose thread failed ends the wait at once, and
+    a timeout names every member's state, so a failure says which client stalled."""
     deadline = time.monotonic() + timeout
     while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
+        failed = [m for m in members if m.errors]
+        if failed or time.monotonic() > deadline:
+            states = "; ".join(
+                f"{m.name}: alive={m.is_alive()} assigned={sorted(m.assigned)} "
+                f"consumed={len(m.consumed)} errors={m.errors!r}"
+                for m in members
+            )
+            raise AssertionError(
+                f"{'failed' if failed else 'timed out'} waiting for {what}: {states}"
+            )
         time.sleep(0.05)
 
 

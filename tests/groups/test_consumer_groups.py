@@ -4,6 +4,7 @@ restarts, consumption resumes from the committed positions with no gap."""
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 
 import pytest
@@ -38,8 +39,10 @@ def spread(members: list[GroupMember]) -> list[int]:
 @pytest.mark.interop
 @pytest.mark.parametrize("kind", ["confluent", "kafka-python"])
 def test_three_members_rebalance_and_resume_from_committed_positions(
-    broker_factory, kind: str
+    broker_factory, kind: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    # kafka-python's group steps, in the report of a failure.
+    caplog.set_level(logging.INFO, logger="kafka.coordinator")
     broker = broker_factory(SETTINGS)
     topic, group = f"groups-{kind}", f"group-{kind}"
     create_topic(broker.bootstrap, topic, PARTITIONS)
@@ -53,18 +56,22 @@ def test_three_members_rebalance_and_resume_from_committed_positions(
 
     produce(broker.bootstrap, topic, 10, phase=1)
     a = member("a")
-    wait_for(lambda: len(a.assigned) == PARTITIONS, "a to own every partition")
-    wait_for(lambda: consumed_total(everyone) >= 60, "a to read phase 1")
+    wait_for(lambda: len(a.assigned) == PARTITIONS, "a to own every partition", everyone)
+    wait_for(lambda: consumed_total(everyone) >= 60, "a to read phase 1", everyone)
 
     b, c = member("b"), member("c")
-    wait_for(lambda: spread([a, b, c]) == [2, 2, 2], "a rebalance on join to 2/2/2")
+    wait_for(lambda: spread([a, b, c]) == [2, 2, 2], "a rebalance on join to 2/2/2", everyone)
     produce(broker.bootstrap, topic, 10, phase=2)
-    wait_for(lambda: len({x for m in everyone for x in m.consumed}) >= 120, "phase 2 read")
+    wait_for(
+        lambda: len({x for m in everyone for x in m.consumed}) >= 120, "phase 2 read", everyone
+    )
 
     c.stop()
-    wait_for(lambda: spread([a, b]) == [3, 3], "a rebalance on leave to 3/3")
+    wait_for(lambda: spread([a, b]) == [3, 3], "a rebalance on leave to 3/3", everyone)
     produce(broker.bootstrap, topic, 10, phase=3)
-    wait_for(lambda: len({x for m in everyone for x in m.consumed}) >= 180, "phase 3 read")
+    wait_for(
+        lambda: len({x for m in everyone for x in m.consumed}) >= 180, "phase 3 read", everyone
+    )
     a.stop()
     b.stop()
 
@@ -77,9 +84,11 @@ def test_three_members_rebalance_and_resume_from_committed_positions(
 
     produce(broker.bootstrap, topic, 10, phase=4)
     restarted = [member(name) for name in ("a2", "b2", "c2")]
-    wait_for(lambda: spread(restarted) == [2, 2, 2], "the restarted group to settle")
+    wait_for(lambda: spread(restarted) == [2, 2, 2], "the restarted group to settle", everyone)
     wait_for(
-        lambda: len({x for m in everyone for x in m.consumed}) >= 240, "phase 4 read after restart"
+        lambda: len({x for m in everyone for x in m.consumed}) >= 240,
+        "phase 4 read after restart",
+        everyone,
     )
     for m in restarted:
         m.stop()
