@@ -1,6 +1,8 @@
 """epochlog's own Kafka client: asyncio core (``AsyncProducer``, ``AsyncConsumer``,
-``AsyncAdmin``) and synchronous wrappers (``Producer``, ``Consumer``)."""
+``AsyncAdmin``) and synchronous wrappers (``Producer``, ``Consumer``, ``Admin``)."""
 
+from epochlog.client.admin import AsyncAdmin
+from epochlog.client.admin_groups import GroupDescription, GroupListing, MemberDescription
 from epochlog.client.consumer import AsyncConsumer, ConsumerRecord, ConsumerRecords, OffsetAndEpoch
 from epochlog.client.errors import (
     ConfigError,
@@ -15,9 +17,11 @@ from epochlog.client.errors import (
 from epochlog.client.group import CommitFailedError
 from epochlog.client.lookup import OffsetAndTimestamp
 from epochlog.client.producer import AsyncProducer, RecordMetadata
-from epochlog.client.sync import Consumer, Producer
+from epochlog.client.sync import Admin, Consumer, Producer
 
 __all__ = [
+    "Admin",
+    "AsyncAdmin",
     "AsyncConsumer",
     "AsyncProducer",
     "CommitFailedError",
@@ -26,7 +30,10 @@ __all__ = [
     "ConsumerRecord",
     "ConsumerRecords",
     "DeliveryError",
+    "GroupDescription",
+    "GroupListing",
     "LogTruncationError",
+    "MemberDescription",
     "NoOffsetForPartitionError",
     "OffsetAndEpoch",
     "OffsetAndTimestamp",

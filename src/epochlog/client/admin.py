@@ -1,8 +1,12 @@
-"""AsyncAdmin: topics and cluster description over the Kafka protocol."""
+"""AsyncAdmin: topics, the cluster with leader epochs, offsets with epochs, consumer
+groups and their committed offsets, over the Kafka protocol. Settings as a dict with
+Kafka's names like the other clients; ``AsyncAdmin(network, "host:port")`` still works
+for the CLI and tools. Group calls go to each group's coordinator."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,9 +19,14 @@ from kafka.protocol.admin import (
 from kafka.protocol.consumer import ListOffsetsRequest
 from kafka.protocol.metadata import MetadataRequest
 
+from epochlog.client.admin_groups import GroupAdmin
+from epochlog.client.config import COMMON, parse_config
 from epochlog.client.connection import BrokerConnection
+from epochlog.client.errors import TopicPartition
+from epochlog.client.lookup import OffsetAndTimestamp, list_offsets
+from epochlog.client.metadata import Cluster
 from epochlog.protocol.errors import ErrorCode, KafkaError
-from epochlog.seams import Network
+from epochlog.seams import Network, Seams, real_seams
 
 EARLIEST = -2
 LATEST = -1
@@ -68,12 +77,39 @@ def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
     return out
 
 
-class AsyncAdmin:
-    def __init__(self, network: Network, bootstrap_servers: str) -> None:
+class AsyncAdmin(GroupAdmin):
+    """``AsyncAdmin({"bootstrap.servers": ...}, seams)`` or, as the tools do,
+    ``AsyncAdmin(network, "host:port")``."""
+
+    def __init__(
+        self,
+        config: Mapping[str, object] | Network,
+        bootstrap_servers: str | None = None,
+        seams: Seams | None = None,
+    ) -> None:
+        if isinstance(config, Mapping):
+            self.config = parse_config(config, COMMON)
+            seams = seams or real_seams()
+            network = seams.network
+        else:
+            network = config
+            self.config = parse_config({"bootstrap.servers": bootstrap_servers}, COMMON)
+            seams = seams or real_seams()
+        c = self.config
         self._network = network
-        self._bootstrap = parse_bootstrap(bootstrap_servers)
+        self._bootstrap = c["bootstrap.servers"]
         self._connections: dict[tuple[str, int], BrokerConnection] = {}
         self._brokers: dict[int, tuple[str, int]] = {}
+        cluster = Cluster(
+            network,
+            seams.clock,
+            self._bootstrap,
+            c["client.id"],
+            c["retry.backoff.ms"],
+            c["retry.backoff.max.ms"],
+            c["request.timeout.ms"],
+        )
+        super().__init__(cluster, c["request.timeout.ms"] / 1000)
 
     async def _connection(self, address: tuple[str, int]) -> BrokerConnection:
         conn = self._connections.get(address)
@@ -224,7 +260,32 @@ class AsyncAdmin:
         _raise_for(answer.error_code, f"{topic}-{partition} on broker {broker_id}")
         return answer.offset, answer.leader_epoch
 
+    async def list_offsets(
+        self, specs: Mapping[TopicPartition | tuple[str, int], int], isolation_level: int = 0
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """Per partition: EARLIEST (-2), LATEST (-1) or a timestamp in ms; each answer
+        with its leader epoch (None: no record at or after that timestamp)."""
+        return await list_offsets(
+            self._cluster,
+            {TopicPartition(*tp): spec for tp, spec in specs.items()},
+            self._timeout_s,
+            (self.config["retry.backoff.ms"], self.config["retry.backoff.max.ms"]),
+            isolation_level,
+        )
+
+    async def partitions(self, topics: Iterable[str]) -> list[TopicPartition]:
+        """Every partition of these topics, from the metadata."""
+        names = sorted(set(topics))
+        await self._cluster.wait_for_topics(names, self._timeout_s)
+        return [
+            TopicPartition(t, p)
+            for t in names
+            for p in sorted(self._cluster.cache.topics[t].partitions)
+        ]
+
     async def close(self) -> None:
         for conn in self._connections.values():
             await conn.close()
         self._connections.clear()
+        await self._close_groups()
+        await self._cluster.close()

@@ -63,7 +63,12 @@ async def list_offsets(
         for tp in pending:
             meta = cluster.cache.partition(tp)
             if meta is None or meta.leader < 0:
-                last[tp] = ErrorCode.LEADER_NOT_AVAILABLE
+                known = tp.topic in cluster.cache.topics
+                last[tp] = (
+                    ErrorCode.LEADER_NOT_AVAILABLE
+                    if known
+                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                )
                 continue
             by_leader.setdefault(meta.leader, []).append(tp)
         answers = await asyncio.gather(

@@ -4,11 +4,13 @@ Spark executors: each runs its own event loop on a private thread."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
+from epochlog.client.admin import AsyncAdmin
 from epochlog.client.consumer import AsyncConsumer, ConsumerRecords, OffsetAndEpoch
 from epochlog.client.errors import TopicPartition
 from epochlog.client.lookup import OffsetAndTimestamp
@@ -95,6 +97,47 @@ class Producer:
             self._thread.stop()
 
     def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Admin:
+    """Every AsyncAdmin call made synchronous: ``Admin(config).describe_groups([...])``."""
+
+    def __init__(
+        self, config: Mapping[str, object], seams: Seams | None = None, *, timeout: float = 120.0
+    ) -> None:
+        self._thread = _LoopThread("epochlog-admin")
+        self._timeout = timeout
+
+        async def make() -> AsyncAdmin:
+            return AsyncAdmin(config, seams=seams)
+
+        try:
+            self._admin = self._thread.run(make())
+        except BaseException:
+            self._thread.stop()
+            raise
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._admin, name)
+        if not inspect.iscoroutinefunction(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return self._thread.run(attr(*args, **kwargs), self._timeout)
+
+        return call
+
+    def close(self) -> None:
+        try:
+            self._thread.run(self._admin.close())
+        finally:
+            self._thread.stop()
+
+    def __enter__(self) -> Admin:
         return self
 
     def __exit__(self, *exc: object) -> None:
