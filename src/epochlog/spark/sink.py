@@ -1,0 +1,310 @@
+"""The epochlog sinks: ``df.write.format("epochlog")`` and
+``df.writeStream.format("epochlog")``.
+
+Delivery is AT-LEAST-ONCE, like Spark's own Kafka sink: every write task has its own
+idempotent producer (no duplicates from the producer's own retries) and flushes before
+the task reports success, so a committed batch is in the log; but a task or batch that
+Spark retries (a failed task, a driver restarted from its checkpoint before the batch
+was committed) writes its rows again. Readers that need exactly-once deduplicate, e.g.
+by a key that identifies the row.
+
+Columns, named as Spark's Kafka sink names them: ``value`` (required, binary or string),
+``key`` (optional, binary or string), ``topic`` (string; the ``topic`` option, when
+given, overrides it for every row), ``partition`` (optional int; null or absent means
+the producer's partitioner), ``headers`` (optional ``array<struct<key: string, value:
+binary>>``). Other columns are ignored. Options: ``bootstrap.servers`` (or
+``kafka.bootstrap.servers``), ``topic``, and any ``kafka.<setting>`` passed to the
+producer by the Kafka name of the setting (``kafka.linger.ms``, ``kafka.acks``...).
+Topics must exist: the sink does not create them."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DataType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    StructType,
+)
+
+from epochlog.client.config import producer_config
+from epochlog.client.errors import ConfigError
+from epochlog.spark.sink_producer import Row, TaskProducer
+
+log = logging.getLogger("epochlog.spark.sink")
+
+CLIENT_PREFIX = "kafka."
+
+
+class SinkError(ValueError):
+    """Input or options the sink cannot write, said in the user's terms."""
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    """What a write task needs; pickled to the executors with the writer."""
+
+    bootstrap_servers: str
+    topic: str | None = None
+    producer_settings: dict[str, str] = field(default_factory=dict)
+
+    def producer_config(self) -> dict[str, object]:
+        return {
+            **self.producer_settings,
+            "bootstrap.servers": self.bootstrap_servers,
+            "client.id": self.producer_settings.get("client.id", "epochlog-spark-sink"),
+        }
+
+
+def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
+    """Checked on the driver, so a wrong option fails the query before any task runs."""
+    lowered = {str(k).lower(): v for k, v in options.items()}
+    servers = lowered.get("kafka.bootstrap.servers") or lowered.get("bootstrap.servers")
+    if not servers:
+        raise SinkError("epochlog sink option bootstrap.servers: required")
+    settings = {
+        k[len(CLIENT_PREFIX) :]: str(v)
+        for k, v in lowered.items()
+        if k.startswith(CLIENT_PREFIX) and k != "kafka.bootstrap.servers"
+    }
+    topic = lowered.get("topic")
+    if topic is not None and not topic.strip():
+        raise SinkError("epochlog sink option topic: empty")
+    result = SinkOptions(str(servers), topic, settings)
+    try:
+        producer_config(result.producer_config())
+    except ConfigError as exc:
+        raise SinkError(f"epochlog sink option kafka.{exc}") from None
+    return result
+
+
+BYTES_TYPES = (BinaryType, StringType)
+PARTITION_TYPES = (IntegerType, ShortType, LongType)
+
+
+def _is_headers_type(dt: DataType) -> bool:
+    if not isinstance(dt, ArrayType) or not isinstance(dt.elementType, StructType):
+        return False
+    fields = {f.name.lower(): f.dataType for f in dt.elementType.fields}
+    return (
+        set(fields) == {"key", "value"}
+        and isinstance(fields["key"], StringType)
+        and isinstance(fields["value"], BYTES_TYPES)
+    )
+
+
+def check_schema(schema: StructType, options: SinkOptions) -> None:
+    """Refuse, on the driver, input the sink could not write, naming the column."""
+    columns = {f.name.lower(): f.dataType for f in schema.fields}
+    if "value" not in columns:
+        raise SinkError(
+            f"epochlog sink: a value column is required (binary or string); the input has "
+            f"{', '.join(schema.fieldNames()) or 'no columns'}"
+        )
+    for name in ("key", "value"):
+        if name in columns and not isinstance(columns[name], BYTES_TYPES):
+            raise SinkError(
+                f"epochlog sink: column {name} must be binary or string, "
+                f"not {columns[name].simpleString()}"
+            )
+    if options.topic is None:
+        if "topic" not in columns:
+            raise SinkError(
+                "epochlog sink: no topic column and no topic option: add a string column "
+                "named topic or set .option('topic', ...)"
+            )
+        if not isinstance(columns["topic"], StringType):
+            raise SinkError(
+                f"epochlog sink: column topic must be a string, "
+                f"not {columns['topic'].simpleString()}"
+            )
+    if "partition" in columns and not isinstance(columns["partition"], PARTITION_TYPES):
+        raise SinkError(
+            f"epochlog sink: column partition must be an int, "
+            f"not {columns['partition'].simpleString()}"
+        )
+    if "headers" in columns and not _is_headers_type(columns["headers"]):
+        raise SinkError(
+            "epochlog sink: column headers must be array<struct<key: string, value: binary>>, "
+            f"not {columns['headers'].simpleString()}"
+        )
+
+
+def _column(batch: pa.RecordBatch, name: str) -> pa.Array | None:
+    for i, f in enumerate(batch.schema):
+        if f.name.lower() == name:
+            return batch.column(i)
+    return None
+
+
+def _as_bytes(column: pa.Array) -> list[bytes | None]:
+    """Strings are written as their UTF-8 bytes, binary as is."""
+    if pa.types.is_string(column.type):
+        column = column.cast(pa.binary())
+    elif pa.types.is_large_string(column.type):
+        column = column.cast(pa.large_binary())
+    return column.to_pylist()
+
+
+def _headers(column: pa.Array) -> list[list[tuple[str, bytes | None]]]:
+    out = []
+    for entries in column.to_pylist():
+        row = []
+        for entry in entries or ():
+            value = entry["value"]
+            row.append((entry["key"], value.encode() if isinstance(value, str) else value))
+        out.append(row)
+    return out
+
+
+def batch_rows(batch: pa.RecordBatch, options: SinkOptions, first_row: int) -> list[Row]:
+    """One Arrow batch as producer rows; a null topic or bad partition names its row
+    (counted from 0 within this task's input)."""
+    n = batch.num_rows
+    value_col = _column(batch, "value")
+    if value_col is None:
+        raise SinkError("epochlog sink: the input has no value column")
+    values = _as_bytes(value_col)
+    key_col = _column(batch, "key")
+    keys = _as_bytes(key_col) if key_col is not None else [None] * n
+    if options.topic is not None:
+        topics: list[str | None] = [options.topic] * n
+    else:
+        topic_col = _column(batch, "topic")
+        if topic_col is None:
+            raise SinkError("epochlog sink: no topic column and no topic option")
+        topics = topic_col.to_pylist()
+    part_col = _column(batch, "partition")
+    partitions = part_col.to_pylist() if part_col is not None else [None] * n
+    header_col = _column(batch, "headers")
+    headers = _headers(header_col) if header_col is not None else [[] for _ in range(n)]
+    rows: list[Row] = []
+    for i in range(n):
+        topic = topics[i]
+        if topic is None:
+            raise SinkError(
+                f"epochlog sink: row {first_row + i} of this task has a null topic and no "
+                "topic option is set"
+            )
+        partition = partitions[i]
+        if partition is not None and partition < 0:
+            raise SinkError(
+                f"epochlog sink: row {first_row + i} of this task has partition {partition}"
+            )
+        rows.append((topic, values[i], keys[i], partition, headers[i]))
+    return rows
+
+
+@dataclass
+class SinkCommitMessage(WriterCommitMessage):
+    """What one task wrote (all of it acknowledged by the brokers)."""
+
+    records: int
+    batch_id: int | None = None
+
+
+def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
+    """The body of one write task: produce every row, flush, then report success."""
+    producer = TaskProducer(options.producer_config())
+    try:
+        written = 0
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            rows = batch_rows(batch, options, written)
+            try:
+                producer.send_rows(rows)
+            except ValueError as exc:  # e.g. a partition the topic does not have
+                raise SinkError(f"epochlog sink: {exc}") from exc
+            written += len(rows)
+        producer.flush()
+        return SinkCommitMessage(written)
+    finally:
+        producer.close()
+
+
+def _streaming_batch_id() -> int | None:
+    """Spark sets this task property for micro-batches (commit/abort get it as an
+    argument; write does not)."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    raw = ctx.getLocalProperty("streaming.sql.batchId") if ctx is not None else None
+    return int(raw) if raw is not None else None
+
+
+def _total(messages: list[Any]) -> int:
+    return sum(m.records for m in messages if isinstance(m, SinkCommitMessage))
+
+
+class EpochlogBatchWriter(DataSourceArrowWriter):
+    """``df.write.format("epochlog")``: append only (a log cannot be overwritten)."""
+
+    def __init__(self, options: SinkOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
+        return write_task(self.options, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        log.info("epochlog sink: %d records written", _total(list(messages)))
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        # Nothing to undo: what succeeded tasks wrote stays in the log (at-least-once).
+        log.warning(
+            "epochlog sink: write aborted; %d records of succeeded tasks remain in the log",
+            _total(list(messages)),
+        )
+
+
+class EpochlogStreamWriter(DataSourceStreamArrowWriter):
+    """``df.writeStream.format("epochlog")``: each micro-batch's tasks flush before
+    they succeed; a replayed batch is written again (at-least-once)."""
+
+    def __init__(self, options: SinkOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
+        message = write_task(self.options, iterator)
+        message.batch_id = _streaming_batch_id()
+        return message
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        log.info("epochlog sink: batch %d: %d records written", batchId, _total(list(messages)))
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        log.warning(
+            "epochlog sink: batch %d aborted; %d records of succeeded tasks remain in the log",
+            batchId,
+            _total(list(messages)),
+        )
+
+
+def batch_writer(options: Mapping[str, str], schema: StructType, overwrite: bool) -> Any:
+    """What ``DefaultSource.writer`` returns, after checking options and columns."""
+    if overwrite:
+        raise SinkError("epochlog sink: save mode overwrite is not supported (use append)")
+    parsed = parse_sink_options(options)
+    check_schema(schema, parsed)
+    return EpochlogBatchWriter(parsed)
+
+
+def stream_writer(options: Mapping[str, str], schema: StructType) -> Any:
+    """What ``DefaultSource.streamWriter`` returns (any output mode: rows are appended)."""
+    parsed = parse_sink_options(options)
+    check_schema(schema, parsed)
+    return EpochlogStreamWriter(parsed)

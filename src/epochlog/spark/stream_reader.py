@@ -1,0 +1,180 @@
+"""The streaming source: ``spark.readStream.format("epochlog")``.
+
+Planning (driver): ``latestOffset(start, limit)`` validates every start position against
+the current leader (OffsetsForLeaderEpoch) and the log start, applies ``onTruncation``
+(see ``epochlog.spark.offsets`` for the offset JSON and the decisions), then picks end
+offsets: the high watermark, capped by ``maxOffsetsPerTrigger`` (``ReadMaxRows``) and,
+under ``Trigger.AvailableNow``, by the offsets seen when the query began. Every end
+position carries the leader epoch of the record before it, read from the log, so the
+next batch can validate it. ``partitions(start, end)`` uses only the two offsets, so a
+batch replayed from the checkpoint reads the same ranges. ``commit``/``stop`` hold no
+state that correctness needs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+
+from epochlog.client import TopicPartition
+from epochlog.spark.leader_view import ClusterSnapshot, LeaderView
+from epochlog.spark.offsets import (
+    UNKNOWN_EPOCH,
+    Position,
+    SourceOffset,
+    limit_ends,
+    plan_starts,
+)
+from epochlog.spark.options import EARLIEST, LATEST, SourceOptions
+from epochlog.spark.partition_reader import EpochlogInputPartition, read_partition
+
+log = logging.getLogger("epochlog.spark")
+
+
+def input_partitions(
+    options: SourceOptions,
+    ranges: dict[TopicPartition, tuple[Position, int]],
+) -> list[EpochlogInputPartition]:
+    """One Spark task per partition with records in its range."""
+    config = options.consumer_config()
+    return [
+        EpochlogInputPartition(
+            tp.topic,
+            tp.partition,
+            start.offset,
+            start.epoch,
+            until,
+            config,
+            options.include_headers,
+            options.poll_timeout_ms,
+        )
+        for tp, (start, until) in sorted(ranges.items())
+        if until > start.offset
+    ]
+
+
+def initial_positions(
+    options: SourceOptions, view: LeaderView, snap: ClusterSnapshot
+) -> dict[TopicPartition, Position]:
+    """``startingOffsets`` / ``startingOffsetsByTimestamp`` made concrete."""
+    spec = options.starting
+    wanted: dict[TopicPartition, int] = {}
+    positions: dict[TopicPartition, Position] = {}
+    for tp, v in snap.partitions.items():
+        offset, epoch = spec.offsets.get((tp.topic, tp.partition), (spec.default, UNKNOWN_EPOCH))
+        if spec.timestamps:
+            ts = spec.timestamps.get((tp.topic, tp.partition))
+            if ts is None:
+                offset = spec.default
+            else:
+                wanted[tp] = ts
+                continue
+        if offset == EARLIEST:
+            positions[tp] = Position(v.log_start)
+        elif offset == LATEST:
+            positions[tp] = Position(v.high_watermark)
+        else:
+            positions[tp] = Position(offset, epoch)
+    if wanted:
+        for tp, offset in view.offsets_for_times(wanted).items():
+            positions[tp] = Position(offset)
+    # Validate later batches: the epoch of the record before each chosen position.
+    unknown = {
+        tp: p.offset
+        for tp, p in positions.items()
+        if p.epoch == UNKNOWN_EPOCH and p.offset > snap.partitions[tp].log_start
+    }
+    for tp, epoch in view.epochs_before(unknown).items():
+        positions[tp] = Position(positions[tp].offset, epoch)
+    return positions
+
+
+class EpochlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self._view = LeaderView(options)
+        self._target: dict[TopicPartition, int] | None = None
+
+    # -- offsets ---------------------------------------------------------------------
+
+    def initialOffset(self) -> dict:
+        snap = self._view.snapshot({})
+        if not snap.partitions:
+            raise ValueError("epochlog source: no partition matches the subscription")
+        offset = SourceOffset(
+            topic_ids=dict(snap.topic_ids),
+            positions=initial_positions(self.options, self._view, snap),
+        )
+        log.info("epochlog source: initial offset %s", json.dumps(offset.to_json()))
+        return offset.to_json()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        limit = self.options.max_offsets_per_trigger
+        return ReadAllAvailable() if limit is None else ReadMaxRows(limit)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Read no further than what exists now: the high watermarks at this moment."""
+        snap = self._view.snapshot({})
+        self._target = {tp: v.high_watermark for tp, v in snap.partitions.items()}
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        previous = SourceOffset.from_json(start)
+        snap = self._view.snapshot({tp: p.epoch for tp, p in previous.positions.items()})
+        starts, moved, events = plan_starts(previous, snap, self.options.on_truncation)
+        available = {tp: v.high_watermark for tp, v in snap.partitions.items()}
+        if self._target is not None:
+            available = {
+                tp: max(starts[tp].offset, min(end, self._target.get(tp, starts[tp].offset)))
+                for tp, end in available.items()
+            }
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        ends = limit_ends(starts, available, max_rows)
+        if not events and all(ends[tp] == starts[tp].offset for tp in ends):
+            return start
+        grown = {tp: end for tp, end in ends.items() if end > starts[tp].offset}
+        epochs = self._view.epochs_before(grown)
+        positions = dict(previous.positions)
+        for tp, end in ends.items():
+            positions[tp] = Position(end, epochs[tp]) if tp in grown else starts[tp]
+        end_offset = SourceOffset(
+            topic_ids={**previous.topic_ids, **snap.topic_ids},
+            positions=positions,
+            starts=moved,
+            events=events,
+        )
+        return end_offset.to_json()
+
+    def reportLatestOffset(self) -> dict | None:
+        return None
+
+    # -- planning and reading --------------------------------------------------------
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        previous = SourceOffset.from_json(start)
+        current = SourceOffset.from_json(end)
+        ranges = {}
+        for tp, until in current.positions.items():
+            begin = current.batch_start(tp, previous)
+            if begin is not None:
+                ranges[tp] = (begin, until.offset)
+        return input_partitions(self.options, ranges)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, EpochlogInputPartition)
+        return read_partition(partition)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to do: the checkpoint holds all the source needs."""
+
+    def stop(self) -> None:
+        """No resources outlive a call."""

@@ -1,0 +1,79 @@
+"""Helpers of the source tests: produce known records with epochlog's own producer and
+run availableNow queries into an in-memory table."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+from epochlog.client import Producer
+
+# A hang guard on one query; never a judgement of speed.
+QUERY_BOUND_S = 300
+
+
+def produce(
+    bootstrap: str,
+    topic: str,
+    values: list[bytes],
+    partition: int | None = 0,
+    headers: list[tuple[str, bytes | None]] | None = None,
+    keys: list[bytes] | None = None,
+) -> list[tuple[int, int]]:
+    """Produce with acks=all and return each record's (partition, offset)."""
+    with Producer({"bootstrap.servers": bootstrap, "linger.ms": 5}) as producer:
+        futures = [
+            producer.produce(
+                topic,
+                value=v,
+                key=None if keys is None else keys[i],
+                partition=partition,
+                headers=headers,
+            )
+            for i, v in enumerate(values)
+        ]
+        producer.flush(60)
+        metas = [f.result(60) for f in futures]
+    return [(m.partition, m.offset) for m in metas]
+
+
+def unique(name: str) -> str:
+    return f"{name}-{uuid.uuid4().hex[:8]}"
+
+
+def stream(spark: SparkSession, bootstrap: str, **options: Any) -> DataFrame:
+    reader = spark.readStream.format("epochlog").option("bootstrap.servers", bootstrap)
+    for k, v in options.items():
+        reader = reader.option(k, str(v))
+    return reader.load()
+
+
+def run_available_now(df: DataFrame, checkpoint: Path, table: str) -> Any:
+    """One availableNow run into the memory sink ``table``; returns the finished query."""
+    query = (
+        df.writeStream.format("memory")
+        .queryName(table)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(QUERY_BOUND_S)
+    assert not query.isActive, f"query {table} did not finish within {QUERY_BOUND_S} s"
+    return query
+
+
+def offset_log(checkpoint: Path) -> list[dict[str, Any]]:
+    """The source's end offset of every planned batch, from the checkpoint."""
+    out = []
+    files = sorted(
+        (p for p in (checkpoint / "offsets").iterdir() if p.name.isdigit()),
+        key=lambda p: int(p.name),
+    )
+    for path in files:
+        lines = path.read_text().splitlines()
+        out.append(json.loads(lines[2]))
+    return out
