@@ -52,7 +52,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         data_dir=data_dir,
         port=args.port or free_base_port(3),
         partitions=args.partitions,
-        rate=args.rate,
+        rate=min(args.rate, 100) if args.quick else args.rate,
         on_truncation=args.on_truncation,
         steady_s=duration * 0.3,
         lost_window_s=duration * 0.3,

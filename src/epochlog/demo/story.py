@@ -82,6 +82,9 @@ def run(settings: Settings) -> int:
     print(f"epochlog demo: run {run_id}, data in {data_dir}", flush=True)
     print(f"  onTruncation={settings.on_truncation}, {settings.rate} events/s", flush=True)
     try:
+        progress.start()
+        progress.phase("spark", "starting a local[2] SparkSession (the JVM takes a while)")
+        spark = spark_session()
         progress.phase("cluster", "starting 3 brokers (embedded SQLite metastore)")
         cluster.start()
         controller = cluster.describe().controller_id
@@ -101,9 +104,6 @@ def run(settings: Settings) -> int:
         )
         old_epochs = {p.partition: p.leader_epoch for p in cluster.partitions(TOPIC)}
 
-        progress.phase("spark", "starting a local[2] SparkSession")
-        spark = spark_session()
-        progress.start()
         stream = EventStream(cluster.bootstrap, TOPIC, settings.rate, run_id)
         stream.start()
         query = start_pipeline(
