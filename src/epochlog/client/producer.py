@@ -1,7 +1,15 @@
 """AsyncProducer: batches per partition (``linger.ms``, ``batch.size``), compression,
 acks 0/1/all, idempotence by default (one producer id, a sequence per partition) and
 retries that keep order: a partition has at most one batch in flight, and a failed
-batch is sent again, with the same sequence, before any later one."""
+batch is sent again, with the same sequence, before any later one.
+
+Sequence recovery (as the Java client does for idempotent, non-transactional
+producers): after an unclean truncation the leader no longer holds the sequences it
+acknowledged and answers OUT_OF_ORDER_SEQUENCE_NUMBER or UNKNOWN_PRODUCER_ID; the
+producer takes a new producer id (InitProducerId), restarts every sequence at 0 and
+sends the refused batch again. A batch that fails for good after it was sealed would
+leave a sequence gap that refuses every later batch: it also starts a new producer id.
+A record larger than ``max.request.size`` is refused when sent."""
 
 from __future__ import annotations
 
@@ -30,6 +38,10 @@ PRODUCE_VERSION = 9
 INIT_PRODUCER_ID_VERSION = 4
 # Per-record overhead beyond key, value and headers, for sizing batches.
 RECORD_OVERHEAD = 20
+# A record batch's header (v2), counted against max.request.size with its records.
+BATCH_OVERHEAD = 61
+# The leader lost what it acknowledged of our sequences (an unclean truncation).
+SEQUENCE_ERRORS = {ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.UNKNOWN_PRODUCER_ID}
 RETRIABLE = {
     ErrorCode.NOT_LEADER_OR_FOLLOWER,
     ErrorCode.LEADER_NOT_AVAILABLE,
@@ -77,6 +89,7 @@ class _Batch:
     size: int = 0
     payload: bytes | None = None
     base_sequence: int = -1
+    producer: tuple[int, int] = (-1, -1)
     attempts: int = 0
     retry_at: float = 0.0
 
@@ -84,6 +97,18 @@ class _Batch:
         for r in self.records:
             if not r.future.done():
                 r.future.set_exception(error)
+
+
+class RecordTooLargeError(DeliveryError):
+    """A record that cannot fit in one request: Kafka's MESSAGE_TOO_LARGE, raised by
+    ``send`` and naming the setting to raise."""
+
+    def __init__(self, tp: TopicPartition, size: int, limit: int) -> None:
+        super().__init__(
+            tp,
+            f"the record is {size} bytes when serialized, larger than max.request.size ({limit})",
+            ErrorCode.MESSAGE_TOO_LARGE,
+        )
 
 
 class AsyncProducer:
@@ -109,6 +134,8 @@ class AsyncProducer:
         self._in_flight: set[TopicPartition] = set()
         self._sequences: dict[TopicPartition, int] = {}
         self._producer_id = (-1, -1)
+        # Why a new producer id is needed (None: it is not).
+        self._new_producer_id: str | None = None
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -139,6 +166,26 @@ class AsyncProducer:
                 TopicPartition("*", -1), "InitProducerId refused", ErrorCode(response.error_code)
             )
         self._producer_id = (response.producer_id, response.producer_epoch)
+
+    async def _renew_producer_id(self) -> None:
+        """A new producer id with every sequence back at 0; sealed batches keep theirs."""
+        reason, old = self._new_producer_id, self._producer_id
+        await self._init_producer_id()
+        self._new_producer_id = None
+        self._sequences.clear()
+        log.warning(
+            "producer id %d (epoch %d) -> %d (epoch %d), sequences reset: %s",
+            old[0],
+            old[1],
+            *self._producer_id,
+            reason,
+        )
+
+    def _need_new_producer_id(self, batch: _Batch, reason: str) -> None:
+        """Only for a batch of the current producer id: one renewal per incident."""
+        if self._producer_id[0] >= 0 and batch.producer == self._producer_id:
+            self._new_producer_id = self._new_producer_id or f"{batch.tp}: {reason}"
+            self._wake.set()
 
     async def partitions_for(self, topic: str) -> int:
         """Partition count of ``topic``, waiting for its metadata if needed."""
@@ -190,11 +237,15 @@ class AsyncProducer:
             RECORD_OVERHEAD
             + len(key or b"")
             + len(value or b"")
-            + sum(len(k) + len(v or b"") for k, v in hdrs)
+            + sum(len(k.encode()) + len(v or b"") for k, v in hdrs)
         )
+        limit = self.config["max.request.size"]
+        if size + BATCH_OVERHEAD > limit:
+            raise RecordTooLargeError(tp, size + BATCH_OVERHEAD, limit)
         queue = self._queues.setdefault(tp, deque())
         batch = queue[-1] if queue and queue[-1].payload is None else None
-        if batch is None or (batch.records and batch.size + size > self.config["batch.size"]):
+        room = min(self.config["batch.size"], limit - BATCH_OVERHEAD)
+        if batch is None or (batch.records and batch.size + size > room):
             batch = _Batch(tp, self._clock.monotonic())
             queue.append(batch)
         batch.records.append(record)
@@ -269,6 +320,16 @@ class AsyncProducer:
     async def _run(self) -> None:
         attempt = 0
         while True:
+            if self._new_producer_id is not None:
+                try:
+                    await self._renew_producer_id()
+                except Exception as exc:  # keep the sender alive; retried after backoff
+                    log.warning("InitProducerId failed: %s", exc)
+                    await self._clock.sleep(
+                        backoff_seconds(attempt, self.config["retry.backoff.ms"], 1000)
+                    )
+                    attempt += 1
+                    continue
             if self._refresh_needed:
                 self._refresh_needed = False
                 try:
@@ -303,14 +364,14 @@ class AsyncProducer:
         timeout = self.config["delivery.timeout.ms"] / 1000
         for tp, queue in self._queues.items():
             while queue and tp not in self._in_flight and now - queue[0].created > timeout:
-                batch = queue.popleft()
-                batch.fail(DeliveryError(tp, f"not delivered within {timeout}s"))
+                self._fail(queue[0], DeliveryError(tp, f"not delivered within {timeout}s"))
 
     def _seal(self, batch: _Batch) -> bytes:
         """Encode a batch once; retries send the same bytes and sequence."""
         if batch.payload is None:
             pid, epoch = self._producer_id
             if pid >= 0:
+                batch.producer = (pid, epoch)
                 batch.base_sequence = self._sequences.get(batch.tp, 0)
                 self._sequences[batch.tp] = (batch.base_sequence + len(batch.records)) & 0x7FFFFFFF
             batch.payload = build_batch(
@@ -367,8 +428,7 @@ class AsyncProducer:
             log.exception("produce to broker %d failed", leader)
             for b in batches:
                 self._in_flight.discard(b.tp)
-                self._queues[b.tp].popleft()
-                b.fail(DeliveryError(b.tp, f"produce failed: {exc!r}"))
+                self._fail(b, DeliveryError(b.tp, f"produce failed: {exc!r}"))
             self._wake.set()
             return
         for b in batches:
@@ -386,10 +446,23 @@ class AsyncProducer:
                     if code in METADATA_ERRORS:
                         self._refresh_needed = True
                     self._retry_or_fail(b, (p.error_message if p else None) or code.name, code)
+                elif code in SEQUENCE_ERRORS and b.producer[0] >= 0:
+                    # Refused, so not written: send it again under a new producer id.
+                    reason = p.error_message or code.name
+                    self._need_new_producer_id(b, reason)
+                    b.payload, b.base_sequence, b.producer = None, -1, (-1, -1)
+                    self._retry_or_fail(b, reason, code)
                 else:
-                    self._queues[b.tp].popleft()
-                    b.fail(DeliveryError(b.tp, (p.error_message or code.name), code))
+                    self._fail(b, DeliveryError(b.tp, (p.error_message or code.name), code))
         self._wake.set()
+
+    def _fail(self, batch: _Batch, error: DeliveryError) -> None:
+        """The head batch of its partition fails for good. If it was sealed with a
+        sequence, the sequences after it would never be accepted: renew the id."""
+        self._queues[batch.tp].popleft()
+        batch.fail(error)
+        if batch.payload is not None and batch.base_sequence >= 0:
+            self._need_new_producer_id(batch, f"a batch failed ({error})")
 
     def _complete(self, batch: _Batch, base_offset: int, append_time: int = -1) -> None:
         self._queues[batch.tp].popleft()
@@ -412,8 +485,9 @@ class AsyncProducer:
         )
         timeout = self.config["delivery.timeout.ms"] / 1000
         if batch.attempts > self.config["retries"] or now + delay - batch.created > timeout:
-            self._queues[batch.tp].popleft()
-            batch.fail(DeliveryError(batch.tp, f"{reason} (after {batch.attempts} tries)", code))
+            self._fail(
+                batch, DeliveryError(batch.tp, f"{reason} (after {batch.attempts} tries)", code)
+            )
             return
         log.info("retrying %s in %.3fs: %s", batch.tp, delay, reason)
         batch.retry_at = now + delay
