@@ -41,7 +41,19 @@ epochlog_ensure_debian_tools() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 }
 
-# Create .venv and install epochlog editable with the given extras ("" or "test").
+# A Java runtime for PySpark (`epochlog demo`): Debian's default-jre-headless, as root.
+epochlog_ensure_java() {
+    command -v java >/dev/null 2>&1 && return 0
+    if [ "$(id -u)" -ne 0 ]; then
+        epochlog_log "PySpark needs Java: sudo apt-get update && sudo apt-get install -y default-jre-headless"
+        return 1
+    fi
+    epochlog_log "installing default-jre-headless (Java for PySpark)"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jre-headless >/dev/null
+}
+
+# Create .venv and install epochlog editable with the given extras ("", "spark" or "test").
 # A stamp holding a hash of pyproject.toml and the extras skips pip when nothing changed.
 epochlog_ensure_venv() {
     local extras="${1:-}" stamp want spec
@@ -65,7 +77,7 @@ epochlog_ensure_venv() {
     if "$EPOCHLOG_VENV/bin/python" -c "import epochlog" 2>/dev/null; then
         [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && return 0
         # The test extras hold everything the demo needs: their stamp serves it too.
-        [ -z "$extras" ] && [ -f "$EPOCHLOG_VENV/.epochlog-setup-test" ] \
+        [ "$extras" != test ] && [ -f "$EPOCHLOG_VENV/.epochlog-setup-test" ] \
             && [ "$(cat "$EPOCHLOG_VENV/.epochlog-setup-test")" = "$want" ] && return 0
     fi
     epochlog_log "pip install -e '$spec' into $EPOCHLOG_VENV"
