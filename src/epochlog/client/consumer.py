@@ -573,6 +573,11 @@ class AsyncConsumer:
     def subscription(self) -> list[str]:
         return [] if self._group is None else list(self._group.subscription)
 
+    async def unsubscribe(self) -> None:
+        """Leave the group (committing first with auto-commit); nothing is assigned."""
+        if self._group is not None:
+            await self._group.unsubscribe()
+
     async def commit(
         self, offsets: Mapping[TopicPartition | tuple[str, int], OffsetAndEpoch] | None = None
     ) -> None:

@@ -18,7 +18,9 @@ from epochlog.demo.report import Outcome, judge
 
 TOPIC = "events"
 # Hang guards: generous bounds on things that take seconds; never a judgement of speed.
-CATCH_UP_BOUND_S = 180.0
+CATCH_UP_BOUND_S = 300.0
+# Spark's first micro-batch also starts its Python workers: slow on a loaded machine.
+FIRST_BATCH_BOUND_S = 420.0
 ELECTION_BOUND_S = 120.0
 
 
@@ -45,7 +47,14 @@ def _all_led_by(cluster: DemoCluster, broker: int, above: dict[int, int]) -> boo
     return all(p.leader == broker and p.leader_epoch > above[p.partition] for p in parts)
 
 
-def _read_past(stats: PipelineStats, marks: dict[int, int]) -> bool:
+def _running(query: Any) -> None:
+    """Before the election the query must run; say why it stopped if it did not."""
+    if not query.isActive:
+        raise DemoError(f"the streaming query stopped: {query.exception()}")
+
+
+def _read_past(stats: PipelineStats, marks: dict[int, int], query: Any) -> bool:
+    _running(query)
     _, _, read = stats.snapshot()
     return all(read.get(p, 0) >= mark for p, mark in marks.items())
 
@@ -117,7 +126,11 @@ def run(settings: Settings) -> int:
             settings.trigger_s,
         )
         progress.phase("streaming", f"events -> per-user counts and sums -> parquet in {output}")
-        wait_for(lambda: stats.snapshot()[1] > 0, CATCH_UP_BOUND_S, "the first rows written")
+        wait_for(
+            lambda: _running(query) or stats.snapshot()[1] > 0,
+            FIRST_BATCH_BOUND_S,
+            "the first rows written",
+        )
         time.sleep(settings.steady_s)
 
         progress.phase(
@@ -132,7 +145,7 @@ def run(settings: Settings) -> int:
         # copying, so the pipeline has read records the election will lose.
         marks = {p: cluster.high_watermark(TOPIC, p) for p in range(settings.partitions)}
         wait_for(
-            lambda: _read_past(stats, marks),
+            lambda: _read_past(stats, marks, query),
             CATCH_UP_BOUND_S,
             f"the pipeline to read up to {marks}",
         )
