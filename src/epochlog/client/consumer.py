@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
+import pyarrow as pa
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest
 
 from epochlog.client.config import consumer_config
@@ -22,6 +22,14 @@ from epochlog.client.errors import (
     OffsetOutOfRangeError,
     StaleMetadataError,
     TopicPartition,
+)
+from epochlog.client.fetched import (  # the record types live there, re-exported here
+    ConsumerRecord,  # noqa: F401
+    ConsumerRecords,
+    Fetched,
+    OffsetAndEpoch,
+    arrow_of,
+    records_of,
 )
 from epochlog.client.group import GroupMembership
 from epochlog.client.lookup import OffsetAndTimestamp, list_offsets
@@ -36,9 +44,7 @@ from epochlog.client.positions import (
     Target,
     find_divergence,
 )
-from epochlog.protocol import batch as _batch
 from epochlog.protocol.errors import ErrorCode
-from epochlog.protocol.records import iter_records
 from epochlog.seams import Seams, real_seams
 
 log = logging.getLogger("epochlog.client.consumer")
@@ -59,39 +65,7 @@ LEADERSHIP_ERRORS = {
 RETRY_LATER = {ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.OFFSET_NOT_AVAILABLE}
 
 
-@dataclass(slots=True)
-class ConsumerRecord:
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
-    headers: list[tuple[str, bytes | None]]
-    leader_epoch: int | None
-
-
-@dataclass(frozen=True)
-class OffsetAndEpoch:
-    """A position to commit or seek to: offset and the epoch of the record before it."""
-
-    offset: int
-    leader_epoch: int | None = None
-
-
-class ConsumerRecords(list[ConsumerRecord]):
-    """The records of one poll, with the positions after them, ready to commit."""
-
-    def __init__(
-        self,
-        records: Iterable[ConsumerRecord] = (),
-        next_offsets: Mapping[TopicPartition, OffsetAndEpoch] | None = None,
-    ) -> None:
-        super().__init__(records)
-        self._next = dict(next_offsets or {})
-
-    def next_offsets(self) -> dict[TopicPartition, OffsetAndEpoch]:
-        return dict(self._next)
+R = TypeVar("R", ConsumerRecords, pa.RecordBatch)
 
 
 def _tp(value: TopicPartition | tuple[str, int]) -> TopicPartition:
@@ -156,6 +130,14 @@ class AsyncConsumer:
 
     async def poll(self, timeout_ms: int = 1000) -> ConsumerRecords:
         """Records fetched within ``timeout_ms`` (perhaps none)."""
+        return await self._poll(timeout_ms, self._records)
+
+    async def poll_arrow(self, timeout_ms: int = 1000) -> pa.RecordBatch:
+        """``poll`` as one Arrow RecordBatch of ``ARROW_SCHEMA`` (perhaps no rows),
+        decoded vectorised: same fetches, positions, validation and errors."""
+        return await self._poll(timeout_ms, self._arrow)
+
+    async def _poll(self, timeout_ms: int, decode: Callable[[list[Fetched]], R]) -> R:
         deadline = self._clock.monotonic() + timeout_ms / 1000
         if self._group is not None:
             await self._group.poll()  # join or rejoin the group, auto-commit
@@ -163,9 +145,11 @@ class AsyncConsumer:
             await self._prepare()
             self._raise_failures()
             remaining = deadline - self._clock.monotonic()
-            records = await self._fetch(max(0, int(remaining * 1000)))
-            if records or self._clock.monotonic() >= deadline:
-                return records
+            result = decode(await self._fetch(max(0, int(remaining * 1000))))
+            if len(result):
+                self._retries = 0
+            if len(result) or self._clock.monotonic() >= deadline:
+                return result
             if not any(p.can_fetch() for p in self._positions.values()):
                 pause = backoff_seconds(
                     self._retries,
@@ -392,32 +376,34 @@ class AsyncConsumer:
 
     # -- fetching -------------------------------------------------------------------
 
-    async def _fetch(self, max_wait_ms: int) -> ConsumerRecords:
+    async def _fetch(self, max_wait_ms: int) -> list[Fetched]:
+        """One Fetch to each leader of a fetchable partition: the raw record batches
+        per partition whose position still stands (errors and truncation handled)."""
         ready = [tp for tp, p in self._positions.items() if p.can_fetch()]
         if not ready:
-            return ConsumerRecords()
+            return []
         wait = min(self.config["fetch.max.wait.ms"], max_wait_ms)
         results = await asyncio.gather(
             *(self._fetch_from(leader, tps, wait) for leader, tps in self._by_leader(ready).items())
         )
-        records: list[ConsumerRecord] = []
-        touched: set[TopicPartition] = set()
+        out = []
         for got in results:
-            for tp, recs in got.items():
-                records.extend(recs)
-                touched.add(tp)
-        if records:
-            self._retries = 0
-        next_offsets = {}
-        for tp in touched:
-            pos = self._positions[tp]
-            if pos.offset is not None:
-                next_offsets[tp] = OffsetAndEpoch(pos.offset, pos.offset_epoch)
-        return ConsumerRecords(records, next_offsets)
+            for tp, offset, data in got:
+                pos = self._positions.get(tp)
+                # Positions only move in decoding, but a seek or reset may come first.
+                if pos is not None and pos.can_fetch() and pos.offset == offset:
+                    out.append((tp, pos, data))
+        return out
+
+    def _records(self, fetched: list[Fetched]) -> ConsumerRecords:
+        return records_of(fetched, self.config["check.crcs"])
+
+    def _arrow(self, fetched: list[Fetched]) -> pa.RecordBatch:
+        return arrow_of(fetched, self.config["check.crcs"])
 
     async def _fetch_from(
         self, leader: int, tps: list[TopicPartition], max_wait_ms: int
-    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+    ) -> list[tuple[TopicPartition, int, bytes]]:
         offsets = {tp: self._positions[tp].offset for tp in tps}
         by_topic: dict[str, list[TopicPartition]] = {}
         for tp in tps:
@@ -452,7 +438,7 @@ class AsyncConsumer:
             rack_id="",
         )
         response = await self._request(leader, request, FETCH_VERSION)
-        out: dict[TopicPartition, list[ConsumerRecord]] = {}
+        out = []
         for t in response.responses if response is not None else []:
             for p in t.partitions:
                 tp = TopicPartition(t.topic, p.partition_index)
@@ -460,9 +446,9 @@ class AsyncConsumer:
                 # A seek or reset while the fetch was out makes its answer moot.
                 if pos is None or not pos.can_fetch() or pos.offset != offsets.get(tp):
                     continue
-                recs = await self._fetched(leader, tp, pos, p)
-                if recs:
-                    out[tp] = recs
+                data = await self._fetched(leader, tp, pos, p)
+                if data:
+                    out.append((tp, offsets[tp], data))
         return out
 
     def _last_fetched_epoch(self, tp: TopicPartition) -> int:
@@ -471,7 +457,8 @@ class AsyncConsumer:
 
     async def _fetched(
         self, leader: int, tp: TopicPartition, pos: PartitionPosition, p: Any
-    ) -> list[ConsumerRecord]:
+    ) -> bytes | None:
+        """The partition's record batches, or None after handling its error."""
         code = ErrorCode(p.error_code)
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
             bounds = await self._list_offsets(leader, {tp: EARLIEST})
@@ -487,10 +474,10 @@ class AsyncConsumer:
                     ends[tp][0],
                     pos.phase.value,
                 )
-            return []
+            return None
         if code != ErrorCode.NONE:
             self._partition_error(tp, code, "Fetch")
-            return []
+            return None
         diverging = p.diverging_epoch
         if diverging is not None and (diverging.epoch >= 0 or diverging.end_offset >= 0):
             assert pos.offset is not None and pos.offset_epoch is not None
@@ -504,56 +491,8 @@ class AsyncConsumer:
             self._log_move(tp, pos.truncation(found, self._policy))
             if pos.phase is Phase.AWAIT_RESET:
                 log.warning("%s: log truncated; divergence offset unknown", tp)
-            return []
-        return self._decode(tp, pos, bytes(p.records or b""))
-
-    def _decode(
-        self, tp: TopicPartition, pos: PartitionPosition, data: bytes
-    ) -> list[ConsumerRecord]:
-        out: list[ConsumerRecord] = []
-        check = self.config["check.crcs"]
-        at = 0
-        while at + _batch.HEADER_SIZE <= len(data):
-            header = _batch.read_header(data, at)
-            end = at + header.size
-            if end > len(data):
-                break  # a partial batch at the end of the answer: fetched again next time
-            assert pos.offset is not None
-            fetch_offset = pos.offset
-            if header.next_offset <= fetch_offset:
-                at = end
-                continue
-            epoch = header.partition_leader_epoch
-            if header.is_control:
-                pos.consumed(
-                    header.next_offset, epoch, pos.last_timestamp or -1, header.base_offset
-                )
-                at = end
-                continue
-            first = None
-            last = None
-            for r in iter_records(data[at:end], check_crc=check):
-                if r.offset < fetch_offset:
-                    continue
-                last = ConsumerRecord(
-                    tp.topic,
-                    tp.partition,
-                    r.offset,
-                    r.timestamp,
-                    r.key,
-                    r.value,
-                    r.headers,
-                    epoch if epoch >= 0 else None,
-                )
-                out.append(last)
-                if first is None:
-                    first = r.offset
-            timestamp = last.timestamp if last is not None else (pos.last_timestamp or -1)
-            pos.consumed(
-                header.next_offset, epoch, timestamp, fetch_offset if first is None else first
-            )
-            at = end
-        return out
+            return None
+        return bytes(p.records or b"")
 
     # -- groups and commits (client/group.py drives assign/seek) ----------------------
 

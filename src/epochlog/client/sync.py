@@ -10,6 +10,8 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
+import pyarrow as pa
+
 from epochlog.client.admin import AsyncAdmin
 from epochlog.client.consumer import AsyncConsumer, ConsumerRecords, OffsetAndEpoch
 from epochlog.client.errors import TopicPartition
@@ -172,6 +174,10 @@ class Consumer:
 
     def poll(self, timeout: float = 1.0) -> ConsumerRecords:
         return self._thread.run(self._consumer.poll(int(timeout * 1000)))
+
+    def poll_arrow(self, timeout: float = 1.0) -> pa.RecordBatch:
+        """``poll`` as one Arrow RecordBatch of ``ARROW_SCHEMA`` (perhaps no rows)."""
+        return self._thread.run(self._consumer.poll_arrow(int(timeout * 1000)))
 
     def subscribe(self, topics: Iterable[str]) -> None:
         """Join ``group.id`` for these topics; heartbeats run on the consumer's thread."""

@@ -1,0 +1,127 @@
+"""What a Fetch hands back, decoded two ways from the same raw record batches: the
+record path (a ``ConsumerRecord`` per record, for applications) and the columnar path
+(one Arrow RecordBatch, for Spark and analytics). Both hand out exactly the batches
+``walk_batches`` picks and move the positions the same way."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from epochlog.client.arrow_batches import decode_fetched, empty_batch, walk_batches
+from epochlog.client.errors import TopicPartition
+from epochlog.client.positions import PartitionPosition
+from epochlog.protocol.records import iter_records
+
+# One partition's fetched record batches, with its position (moved by decoding them).
+Fetched = tuple[TopicPartition, PartitionPosition, bytes]
+
+
+@dataclass(slots=True)
+class ConsumerRecord:
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+    leader_epoch: int | None
+
+
+@dataclass(frozen=True)
+class OffsetAndEpoch:
+    """A position to commit or seek to: offset and the epoch of the record before it."""
+
+    offset: int
+    leader_epoch: int | None = None
+
+
+class ConsumerRecords(list[ConsumerRecord]):
+    """The records of one poll, with the positions after them, ready to commit."""
+
+    def __init__(
+        self,
+        records: Iterable[ConsumerRecord] = (),
+        next_offsets: Mapping[TopicPartition, OffsetAndEpoch] | None = None,
+    ) -> None:
+        super().__init__(records)
+        self._next = dict(next_offsets or {})
+
+    def next_offsets(self) -> dict[TopicPartition, OffsetAndEpoch]:
+        return dict(self._next)
+
+
+def records_of(fetched: list[Fetched], check_crc: bool) -> ConsumerRecords:
+    """The record path: one ConsumerRecord per record, positions to commit per
+    partition that gave records."""
+    records: list[ConsumerRecord] = []
+    next_offsets = {}
+    for tp, pos, data in fetched:
+        got = _decode(tp, pos, data, check_crc)
+        if got:
+            records.extend(got)
+            if pos.offset is not None:
+                next_offsets[tp] = OffsetAndEpoch(pos.offset, pos.offset_epoch)
+    return ConsumerRecords(records, next_offsets)
+
+
+def _decode(
+    tp: TopicPartition, pos: PartitionPosition, data: bytes, check_crc: bool
+) -> list[ConsumerRecord]:
+    out: list[ConsumerRecord] = []
+    append = out.append
+    record = ConsumerRecord
+    topic, partition = tp.topic, tp.partition
+    for w in walk_batches(data, pos.offset if pos.offset is not None else 0):
+        epoch = w.leader_epoch
+        if w.is_control:
+            pos.consumed(w.next_offset, epoch, pos.last_timestamp or -1, w.base_offset)
+            continue
+        threshold = w.threshold
+        record_epoch = epoch if epoch >= 0 else None
+        first = len(out)
+        for r in iter_records(data[w.at : w.end], check_crc=check_crc):
+            if r.offset >= threshold:
+                append(
+                    record(
+                        topic,
+                        partition,
+                        r.offset,
+                        r.timestamp,
+                        r.key,
+                        r.value,
+                        r.headers,
+                        record_epoch,
+                    )
+                )
+        if len(out) > first:
+            pos.consumed(w.next_offset, epoch, out[-1].timestamp, out[first].offset)
+        else:
+            pos.consumed(w.next_offset, epoch, pos.last_timestamp or -1, threshold)
+    return out
+
+
+def arrow_of(fetched: list[Fetched], check_crc: bool) -> pa.RecordBatch:
+    """The columnar path: every partition's batches into one RecordBatch."""
+    parts = []
+    for tp, pos, data in fetched:
+        assert pos.offset is not None
+        table, progress = decode_fetched(
+            data, tp.topic, tp.partition, pos.offset, check_crc=check_crc
+        )
+        for run in progress:
+            timestamp = run.last_timestamp
+            pos.consumed(
+                run.next_offset,
+                run.leader_epoch,
+                (pos.last_timestamp or -1) if timestamp is None else timestamp,
+                run.first_offset,
+            )
+        if table.num_rows:
+            parts.append(table)
+    if not parts:
+        return empty_batch()
+    return parts[0] if len(parts) == 1 else pa.concat_batches(parts)
