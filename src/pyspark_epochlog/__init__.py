@@ -3,7 +3,13 @@
 
 from __future__ import annotations
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
 from pyspark.sql.types import StructType
 
 from epochlog.spark.columns import schema_ddl
@@ -31,3 +37,13 @@ class DefaultSource(DataSource):
         from epochlog.spark.stream_reader import EpochlogStreamReader
 
         return EpochlogStreamReader(parse_options(self.options, streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from epochlog.spark.sink import batch_writer
+
+        return batch_writer(self.options, schema, overwrite)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from epochlog.spark.sink import stream_writer
+
+        return stream_writer(self.options, schema)
