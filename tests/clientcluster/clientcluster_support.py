@@ -6,7 +6,9 @@ consumer's log lines, and the OS's view of a paused broker's unread requests."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import socket
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping
@@ -17,8 +19,14 @@ from typing import Any, TypeVar
 
 from cluster_harness import Cluster
 
-from epochlog.client import AsyncConsumer, Producer, TopicPartition
-from epochlog.client.consumer import ConsumerRecord, ConsumerRecords, OffsetAndEpoch
+from epochlog.client import (
+    AsyncConsumer,
+    ConsumerRecord,
+    ConsumerRecords,
+    OffsetAndEpoch,
+    Producer,
+    TopicPartition,
+)
 from epochlog.client.positions import Phase
 from support.broker import wait_until
 
@@ -196,11 +204,20 @@ class Roles:
     middle: int
 
 
-def start_ordered(base: Path, **settings: str) -> Roles:
-    cluster = Cluster(base, f"sqlite://{base}/metastore.db", 3, settings)
+def start_ordered(
+    base: Path,
+    metastore: str | None = None,
+    prepare: Callable[[Roles], None] | None = None,
+    **settings: str,
+) -> Roles:
+    """Start three brokers, the highest port first so that it is the controller;
+    ``prepare`` may change a broker's settings once the roles are known."""
+    cluster = Cluster(base, metastore or f"sqlite://{base}/metastore.db", 3, settings)
     by_port = sorted(cluster.brokers, key=lambda b: b.port)
     first, middle, controller = (b.broker_id for b in by_port)
     roles = Roles(cluster, controller, first, middle)
+    if prepare is not None:
+        prepare(roles)
     try:
         cluster.brokers[controller].start()
         wait_until(lambda: cluster.controller_id() == controller, 60, "the first controller")
@@ -211,3 +228,60 @@ def start_ordered(base: Path, **settings: str) -> Roles:
         cluster.close()
         raise
     return roles
+
+
+class HoldingProxy:
+    """A TCP forwarder on loopback that can stop passing bytes both ways: a real
+    network partition between one broker and its metastore (the broker keeps serving
+    clients from what it knew)."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self._listener.getsockname()[1])
+        self._open = threading.Event()
+        self._open.set()
+        self._sockets: list[socket.socket] = []
+        threading.Thread(target=self._accept_loop, daemon=True).start()
+
+    def hold(self) -> None:
+        self._open.clear()
+
+    def release(self) -> None:
+        self._open.set()
+
+    def _accept_loop(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target_port), 30)
+            except OSError:
+                client.close()
+                continue
+            self._sockets += [client, upstream]
+            for src, dst in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                self._open.wait()
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        self._open.set()
+        self._listener.close()
+        for s in self._sockets:
+            s.close()

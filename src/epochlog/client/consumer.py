@@ -49,7 +49,9 @@ from epochlog.seams import Seams, real_seams
 
 log = logging.getLogger("epochlog.client.consumer")
 
-FETCH_VERSION = 12
+# v13: topics by ID (KIP-516), so a re-created topic is never read as the old one.
+FETCH_VERSION = 13
+FETCH_BY_NAME_VERSION = 12
 LIST_OFFSETS_VERSION = 7
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
 EARLIEST = -2
@@ -60,6 +62,7 @@ LEADERSHIP_ERRORS = {
     ErrorCode.NOT_LEADER_OR_FOLLOWER,
     ErrorCode.LEADER_NOT_AVAILABLE,
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.UNKNOWN_TOPIC_ID,  # re-created: the refresh reports it (TopicIdChangedError)
 }
 # Answers that mean "not yet": the broker is behind our metadata, or KIP-207's hold.
 RETRY_LATER = {ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.OFFSET_NOT_AVAILABLE}
@@ -409,6 +412,8 @@ class AsyncConsumer:
         for tp in tps:
             by_topic.setdefault(tp.topic, []).append(tp)
         fetch_topic = FetchRequest.FetchTopic
+        ids = {topic: self._cluster.cache.topic_id(topic) for topic in by_topic}
+        version = FETCH_VERSION if all(ids.values()) else FETCH_BY_NAME_VERSION
         request = FetchRequest(
             replica_id=CONSUMER_REPLICA_ID,
             max_wait_ms=max_wait_ms,
@@ -420,6 +425,7 @@ class AsyncConsumer:
             topics=[
                 fetch_topic(
                     topic=topic,
+                    topic_id=ids[topic],
                     partitions=[
                         fetch_topic.FetchPartition(
                             partition=tp.partition,
@@ -437,11 +443,12 @@ class AsyncConsumer:
             forgotten_topics_data=[],
             rack_id="",
         )
-        response = await self._request(leader, request, FETCH_VERSION)
+        response = await self._request(leader, request, version)
+        names = {topic_id: topic for topic, topic_id in ids.items()}
         out = []
         for t in response.responses if response is not None else []:
             for p in t.partitions:
-                tp = TopicPartition(t.topic, p.partition_index)
+                tp = TopicPartition(names.get(t.topic_id, t.topic), p.partition_index)
                 pos = self._positions.get(tp)
                 # A seek or reset while the fetch was out makes its answer moot.
                 if pos is None or not pos.can_fetch() or pos.offset != offsets.get(tp):

@@ -152,6 +152,12 @@ class MetadataCache:
         topic = self.topics.get(tp.topic)
         return None if topic is None else topic.partitions.get(tp.partition)
 
+    def topic_id(self, topic: str) -> uuid.UUID | None:
+        """The held topic ID (None if unknown or not given): Fetch by ID never reads a
+        re-created topic as the one the positions belong to."""
+        t = self.topics.get(topic)
+        return None if t is None or t.topic_id == ZERO_UUID else t.topic_id
+
     def partition_count(self, topic: str) -> int | None:
         t = self.topics.get(topic)
         return len(t.partitions) if t is not None and t.partitions else None
