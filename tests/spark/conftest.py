@@ -22,6 +22,8 @@ from support.broker import BrokerProcess  # noqa: E402
 SPARK_BROKER_SETTINGS: dict[str, object] = {
     "num.partitions": 1,
     "auto.create.topics.enable": "false",
+    # The retention test waits for segments to be deleted.
+    "log.retention.check.interval.ms": 300,
 }
 
 

@@ -52,18 +52,21 @@ def stream(spark: SparkSession, bootstrap: str, **options: Any) -> DataFrame:
     return reader.load()
 
 
-def run_available_now(df: DataFrame, checkpoint: Path, table: str) -> Any:
-    """One availableNow run into the memory sink ``table``; returns the finished query."""
+def run_available_now(df: DataFrame, checkpoint: Path, out: Path) -> DataFrame:
+    """One availableNow run into parquet files under ``out`` (a sink that, unlike the
+    memory sink, restarts from its checkpoint); returns everything written there."""
     query = (
-        df.writeStream.format("memory")
-        .queryName(table)
+        df.writeStream.format("parquet")
+        .option("path", str(out))
         .option("checkpointLocation", str(checkpoint))
         .trigger(availableNow=True)
         .start()
     )
     query.awaitTermination(QUERY_BOUND_S)
-    assert not query.isActive, f"query {table} did not finish within {QUERY_BOUND_S} s"
-    return query
+    assert not query.isActive, f"query into {out} did not finish within {QUERY_BOUND_S} s"
+    error = query.exception()
+    assert error is None, f"query into {out} failed: {error}"
+    return df.sparkSession.read.schema(df.schema).parquet(str(out))
 
 
 def offset_log(checkpoint: Path) -> list[dict[str, Any]]:
