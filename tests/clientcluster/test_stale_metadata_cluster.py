@@ -8,10 +8,10 @@ of M:
 
 - a consumer that already holds the new epoch refuses X's answer (logged), asks again
   with backoff, and goes on reading from the right leader;
-- a consumer restarted from a committed position whose epoch is the new one gets only
-  X's old answer (it holds nothing yet to refuse it by) and does not validate against
-  it: it waits until metadata reaches the position's epoch (X heals), then validates
-  and reads on.
+- a consumer restarted from a committed position (``committed()``, with its epoch)
+  whose epoch is the new one gets only X's old answer (it holds nothing yet to refuse
+  it by) and does not validate against it: it waits until metadata reaches the
+  position's epoch (X heals), then validates and reads on.
 
 And a topic deleted and re-created under a running consumer is reported
 (TopicIdChangedError naming its partitions), never read from the old offsets.
@@ -25,6 +25,7 @@ from collections.abc import Iterator
 
 import pytest
 from clientcluster_support import (
+    CALL_BOUND_S,
     HoldingProxy,
     LogLines,
     LoopConsumer,
@@ -36,13 +37,15 @@ from clientcluster_support import (
     start_ordered,
 )
 
-from epochlog.client import TopicIdChangedError, TopicPartition
+from epochlog.client import OffsetAndEpoch, TopicIdChangedError, TopicPartition
 from epochlog.client.positions import Phase
 from support.broker import wait_until
 from support.zookeeper import ZooKeeperServer
 
 BOUND_S = 120.0
 CONSUMER = {"retry.backoff.ms": 50, "retry.backoff.max.ms": 500}
+OFFSETS_TOPIC = "__consumer_offsets"
+GROUP = "restarts"
 # Sessions outlive the partition between X and ZooKeeper (a few seconds).
 SESSION_MS = "30000"
 
@@ -105,6 +108,11 @@ def test_lagging_broker_metadata_refused_and_restart_waits_for_its_epoch(
     wait_until(lambda: cluster.log_end_offset(k, topic) == 5, 60, "K to follow")
     wait_until(lambda: metadata_leader(roles, topic, x)[0] == m, 60, "X to know the topic")
     _, e0 = metadata_leader(roles, topic, x)
+    # Commits go to a coordinator on K, which X knows of before it is cut off.
+    cluster.create_topic(OFFSETS_TOPIC, assignment=[[k]], cleanup_policy="compact")
+    wait_until(
+        lambda: metadata_leader(roles, OFFSETS_TOPIC, x)[0] == k, 60, "X to know the offsets"
+    )
 
     proxy.hold()  # X no longer hears from ZooKeeper
     try:
@@ -120,11 +128,12 @@ def test_lagging_broker_metadata_refused_and_restart_waits_for_its_epoch(
             # Learns e1 from K (its bootstrap); its next refreshes go to X first.
             holder = LoopConsumer(
                 {"bootstrap.servers": on_k, "auto.offset.reset": "none", **CONSUMER}
-                | {"metadata.max.age.ms": 0}
+                | {"metadata.max.age.ms": 0, "group.id": GROUP}
             )
-            # Restarted from the committed position after "one": (6, e1); knows only X.
+            # Restarted from the holder's committed position; it knows only X.
             restarted = LoopConsumer(
                 {"bootstrap.servers": on_x, "auto.offset.reset": "none", **CONSUMER}
+                | {"group.id": GROUP}
             )
             try:
                 holder.assign([tp])
@@ -139,8 +148,12 @@ def test_lagging_broker_metadata_refused_and_restart_waits_for_its_epoch(
                     60,
                     "the holder to refuse X's answer",
                 )
+                # The position after "one" (offset 5, epoch e1), committed with its epoch.
+                holder.submit(lambda c: c.commit({tp: OffsetAndEpoch(6, e1)})).result(CALL_BOUND_S)
                 restarted.assign([tp])
-                restarted.seek(tp, 6, e1)
+                committed = restarted.submit(lambda c: c.committed([tp])).result(CALL_BOUND_S)
+                assert committed == {tp: OffsetAndEpoch(6, e1)}
+                restarted.seek(tp, committed[tp].offset, committed[tp].leader_epoch)
                 for _ in range(3):
                     assert restarted.poll(0.2) == []
                     # What it stands on: X's epoch e0, the stale leader M still named
