@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
 
 from epochlog.client import Producer
 
@@ -52,20 +53,36 @@ def stream(spark: SparkSession, bootstrap: str, **options: Any) -> DataFrame:
     return reader.load()
 
 
-def run_available_now(df: DataFrame, checkpoint: Path, out: Path) -> DataFrame:
-    """One availableNow run into parquet files under ``out`` (a sink that, unlike the
-    memory sink, restarts from its checkpoint); returns everything written there."""
-    query = (
+def start_available_now(df: DataFrame, checkpoint: Path, out: Path) -> StreamingQuery:
+    """Start one availableNow run into parquet files under ``out`` (a sink that, unlike
+    the memory sink, restarts from its checkpoint)."""
+    return (
         df.writeStream.format("parquet")
         .option("path", str(out))
         .option("checkpointLocation", str(checkpoint))
         .trigger(availableNow=True)
         .start()
     )
-    query.awaitTermination(QUERY_BOUND_S)
-    assert not query.isActive, f"query into {out} did not finish within {QUERY_BOUND_S} s"
-    error = query.exception()
+
+
+def finish(query: StreamingQuery) -> Exception | None:
+    """Wait for a query to end (hang guard); its error, if it failed."""
+    try:
+        query.awaitTermination(QUERY_BOUND_S)
+    except Exception as exc:  # the query's own failure, raised again here
+        return exc
+    assert not query.isActive, f"query {query.id} did not finish within {QUERY_BOUND_S} s"
+    return query.exception()
+
+
+def run_available_now(df: DataFrame, checkpoint: Path, out: Path) -> DataFrame:
+    """One availableNow run that must succeed; returns everything written to ``out``."""
+    error = finish(start_available_now(df, checkpoint, out))
     assert error is None, f"query into {out} failed: {error}"
+    return read_output(df, out)
+
+
+def read_output(df: DataFrame, out: Path) -> DataFrame:
     return df.sparkSession.read.schema(df.schema).parquet(str(out))
 
 

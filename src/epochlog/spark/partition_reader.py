@@ -13,10 +13,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
-from epochlog.client import Consumer, ConsumerRecord, TopicPartition
+from epochlog.client import Consumer, TopicPartition
 from epochlog.spark.columns import arrow_schema, conform
 
 
@@ -37,26 +38,10 @@ class EpochlogInputPartition(InputPartition):
         InputPartition.__init__(self, (self.topic, self.partition, self.start, self.until))
 
 
-def _records_to_arrow(records: list[ConsumerRecord]) -> pa.RecordBatch:
-    """TEMPORARY until Consumer.poll_arrow lands: client records as Arrow columns."""
-    return pa.RecordBatch.from_pydict(
-        {
-            "key": pa.array([r.key for r in records], pa.binary()),
-            "value": pa.array([r.value for r in records], pa.binary()),
-            "topic": pa.array([r.topic for r in records], pa.string()),
-            "partition": pa.array([r.partition for r in records], pa.int32()),
-            "offset": pa.array([r.offset for r in records], pa.int64()),
-            "timestamp": pa.array([r.timestamp for r in records], pa.timestamp("ms", tz="UTC")),
-            "timestampType": pa.array([0] * len(records), pa.int32()),
-            "leaderEpoch": pa.array(
-                [-1 if r.leader_epoch is None else r.leader_epoch for r in records], pa.int32()
-            ),
-            "headers": pa.array(
-                [[{"key": k, "value": v} for k, v in r.headers] for r in records],
-                pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])),
-            ),
-        }
-    )
+def _before(batch: pa.RecordBatch, until: int) -> pa.RecordBatch:
+    """The rows of one partition's batch (offsets ascending) below ``until``."""
+    offsets = batch.column(batch.schema.get_field_index("offset")).to_numpy()
+    return batch.slice(0, int(np.searchsorted(offsets, until, side="left")))
 
 
 def read_partition(part: EpochlogInputPartition) -> Iterator[pa.RecordBatch]:
@@ -73,11 +58,11 @@ def read_partition(part: EpochlogInputPartition) -> Iterator[pa.RecordBatch]:
         waited_ms = 0
         step_s = 0.5
         while True:
-            records = [r for r in consumer.poll(step_s) if r.offset < part.until]
+            batch = _before(consumer.poll_arrow(step_s), part.until)
             position = consumer.position(tp)
-            if records:
+            if batch.num_rows:
                 waited_ms = 0
-                yield conform(_records_to_arrow(records), schema)
+                yield conform(batch, schema)
             else:
                 waited_ms += int(step_s * 1000)
             if position is not None and position.offset >= part.until:
