@@ -45,6 +45,7 @@ from epochlog.client import (
     LogTruncationError,
     NoOffsetForPartitionError,
     OffsetAndEpoch,
+    OffsetOutOfRangeError,
     TopicPartition,
 )
 from support.broker import wait_until
@@ -55,6 +56,8 @@ UNKNOWN = {**{p: f"unknown-{p}" for p in POLICIES}, "closest-nots": "unknown-clo
 TOPICS = [*KNOWN.values(), *UNKNOWN.values()]
 ELECTIONS = (1, 2)
 BOUND_S = 120.0
+# Retention runs often, for the "offset out of range (too low)" column.
+CLUSTER_SETTINGS = {"log.retention.check.interval.ms": "500"}
 CONSUMER = {"retry.backoff.ms": 50, "retry.backoff.max.ms": 500}
 
 
@@ -428,5 +431,58 @@ def test_initialization_column(roles: Roles, policy: str) -> None:
             assert f"{tp}: position set to {target} (initialization: reset to the {where})" in (
                 lines.about(tp)
             ), lines.lines
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_out_of_range_too_low_column(roles: Roles, policy: str) -> None:
+    """Retention moved the log start above the position: earliest and closest go to
+    the log start, latest to the log end (each move logged with the skipped range),
+    none raises OffsetOutOfRangeError with the position."""
+    cluster = roles.cluster
+    k = roles.controller
+    topic = f"low-{policy}"
+    tp = tp_of(topic)
+    # One batch per segment; retention keeps about three of them.
+    cluster.create_topic(topic, assignment=[[k]], segment_bytes="150", retention_bytes="350")
+    for i in range(10):
+        assert cluster.produce(k, topic, [(b"k%d" % i, b"v" * 60)]) == (0, i)
+    wait_until(
+        lambda: cluster.list_offsets(k, topic, timestamp=-2).offset > 0, 60, "retention to run"
+    )
+    start = cluster.list_offsets(k, topic, timestamp=-2).offset
+    end = cluster.log_end_offset(k, topic)
+    assert end == 10 and start > 0
+    bootstrap = f"127.0.0.1:{cluster.brokers[k].port}"
+    consumer = LoopConsumer(
+        {"bootstrap.servers": bootstrap, "auto.offset.reset": policy, **CONSUMER}
+    )
+    try:
+        with LogLines() as lines:
+            consumer.assign([tp])
+            consumer.seek(tp, 0)
+            if policy == "none":
+                error = raised(consumer, OffsetOutOfRangeError, BOUND_S)
+                assert not isinstance(error, LogTruncationError)
+                assert error.offsets == {tp: 0}
+                return
+            if policy == "latest":
+                settle(consumer, tp, 0)
+                assert cluster.produce(k, topic, [(b"late", b"v")]) == (0, 10)
+                assert [(r.offset, r.key) for r in read(consumer, 1)] == [(10, b"late")]
+                move = f"{tp}: position 0 -> 10, skips offsets 0..9 "
+                where = "log end offset"
+            else:
+                got = read(consumer, end - start)
+                assert [(r.offset, r.key) for r in got] == [
+                    (i, b"k%d" % i) for i in range(start, end)
+                ]
+                move = f"{tp}: position 0 -> {start}, skips offsets 0..{start - 1} "
+                where = "log start offset"
+            moves = [ln for ln in lines.about(tp) if " -> " in ln]
+            assert moves == [move + f"(offset out of range (too low): reset to the {where})"], (
+                lines.lines
+            )
     finally:
         consumer.close()
