@@ -258,3 +258,112 @@ def test_mixed_group_with_kafka_python_members(broker_factory) -> None:
             m.stopping.set()
         for m in members:
             m.join(HANG_GUARD_S)
+
+
+# -- membership on an in-process broker ------------------------------------------------
+
+INPROCESS_SETTINGS = {k: str(v) for k, v in SETTINGS.items()}
+
+
+def member_of(broker: Any, name: str, **conf: Any) -> Any:
+    from epochlog.client import AsyncConsumer
+
+    return AsyncConsumer(
+        {
+            "bootstrap.servers": f"127.0.0.1:{broker.port}",
+            "group.id": "g",
+            "client.id": name,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "heartbeat.interval.ms": 100,
+            "session.timeout.ms": 10000,
+            "retry.backoff.ms": 20,
+            **conf,
+        },
+        broker.seams,
+    )
+
+
+async def poll_until(condition: Callable[[], bool], *consumers: Any) -> None:
+    """Each consumer polls on its own task (as an application would: a JoinGroup
+    blocks that member's poll) until ``condition`` holds; a hang guard bounds it."""
+    import asyncio
+
+    stop = asyncio.Event()
+
+    async def keep_polling(c: Any) -> None:
+        while not stop.is_set():
+            await c.poll(100)
+
+    tasks = [asyncio.ensure_future(keep_polling(c)) for c in consumers]
+    try:
+        deadline = time.monotonic() + HANG_GUARD_S
+        while not condition():
+            for t in tasks:
+                if t.done():
+                    t.result()  # a failed poll ends the wait with its error
+            assert time.monotonic() < deadline, "condition not reached"
+            await asyncio.sleep(0.02)
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def test_unsubscribe_leaves_and_a_grown_topic_is_rebalanced(tmp_path: Any) -> None:
+    from inprocess_broker import run, running_broker
+
+    from epochlog.client.admin import AsyncAdmin
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path, **INPROCESS_SETTINGS) as broker:
+            admin = AsyncAdmin({"bootstrap.servers": f"127.0.0.1:{broker.port}"}, broker.seams)
+            await admin.create_topic("t", partitions=2, replication_factor=1)
+            a = member_of(broker, "a", **{"metadata.max.age.ms": 200})
+            b = member_of(broker, "b", **{"metadata.max.age.ms": 200})
+            a.subscribe(["t"])
+            b.subscribe(["t"])
+            await poll_until(lambda: len(a.assignment()) == len(b.assignment()) == 1, a, b)
+
+            await admin.create_partitions("t", 4)  # both notice and rejoin
+            await poll_until(lambda: len(a.assignment()) == len(b.assignment()) == 2, a, b)
+            everything = sorted(a.assignment() + b.assignment())
+            assert everything == [TopicPartition("t", p) for p in range(4)]
+
+            await a.unsubscribe()
+            assert a.assignment() == [] and a.subscription() == []
+            await poll_until(lambda: len(b.assignment()) == 4, b)
+            await a.close()
+            await b.close()
+            await admin.close()
+
+    run(scenario)
+
+
+def test_a_member_that_stops_polling_leaves_after_max_poll_interval(tmp_path: Any) -> None:
+    from inprocess_broker import run, running_broker
+
+    from epochlog.client.admin import AsyncAdmin
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path, **INPROCESS_SETTINGS) as broker:
+            admin = AsyncAdmin({"bootstrap.servers": f"127.0.0.1:{broker.port}"}, broker.seams)
+            await admin.create_topic("t", partitions=2, replication_factor=1)
+            slow = member_of(broker, "slow", **{"max.poll.interval.ms": 1500})
+            live = member_of(broker, "live", **{"max.poll.interval.ms": 1500})
+            slow.subscribe(["t"])
+            live.subscribe(["t"])
+            await poll_until(
+                lambda: len(slow.assignment()) == len(live.assignment()) == 1, slow, live
+            )
+            # Only ``live`` polls now: ``slow``'s heartbeat task gives its partition up.
+            await poll_until(lambda: len(live.assignment()) == 2, live)
+            assert slow.subscription() == ["t"]
+            # Polling again, ``slow`` rejoins and gets its share back.
+            await poll_until(
+                lambda: len(slow.assignment()) == len(live.assignment()) == 1, slow, live
+            )
+            await slow.close()
+            await live.close()
+            await admin.close()
+
+    run(scenario)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafka.protocol.admin import (
+    CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteTopicsRequest,
     DescribeConfigsRequest,
@@ -188,6 +189,20 @@ class AsyncAdmin(GroupAdmin):
         (result,) = (await (await self._any()).send(request, 7)).topics
         _raise_for(result.error_code, result.error_message or name)
         return result.topic_id
+
+    async def create_partitions(self, name: str, total: int, timeout_ms: int = 30000) -> None:
+        """Grow ``name`` to ``total`` partitions (placed by the controller)."""
+        request = CreatePartitionsRequest(
+            topics=[
+                CreatePartitionsRequest.CreatePartitionsTopic(
+                    name=name, count=total, assignments=None
+                )
+            ],
+            timeout_ms=timeout_ms,
+            validate_only=False,
+        )
+        (result,) = (await (await self._any()).send(request, 3)).results
+        _raise_for(result.error_code, result.error_message or name)
 
     async def delete_topic(self, name: str, timeout_ms: int = 30000) -> None:
         request = DeleteTopicsRequest(

@@ -86,6 +86,8 @@ class GroupMembership:
         self._session_timeout_ms: int = c["session.timeout.ms"]
         self._heartbeat_s: float = c["heartbeat.interval.ms"] / 1000
         self._rebalance_timeout_ms: int = c["max.poll.interval.ms"]
+        self._max_poll_interval_s: float = c["max.poll.interval.ms"] / 1000
+        self._metadata_max_age_s: float = c["metadata.max.age.ms"] / 1000
         self._auto_commit: bool = c["enable.auto.commit"]
         self._auto_commit_s: float = c["auto.commit.interval.ms"] / 1000
         self._backoff = (c["retry.backoff.ms"], c["retry.backoff.max.ms"])
@@ -101,7 +103,13 @@ class GroupMembership:
         self._coordinator_id: int | None = None
         self._discovery = asyncio.Lock()
         self._heartbeat: asyncio.Task[None] | None = None
+        self._beating = False  # a Heartbeat request is out
         self._next_auto_commit = 0.0
+        self._last_poll = 0.0
+        # Partition counts of the subscribed topics when the assignment was made: a
+        # change (partitions added, a topic created) calls for a rebalance.
+        self._counts: dict[str, int] = {}
+        self._next_metadata_check = 0.0
 
     # -- the application's calls ---------------------------------------------------------
 
@@ -117,6 +125,9 @@ class GroupMembership:
 
     async def poll(self) -> None:
         """Before fetching: join when needed, then commit if auto-commit is due."""
+        self._last_poll = self._clock.monotonic()
+        if self._stable and self._last_poll >= self._next_metadata_check:
+            await self._check_metadata()
         if self.subscription and (self.rejoin_needed or not self._stable):
             if self._stable and self._auto_commit:
                 await self._commit_quietly("before rejoining")
@@ -127,10 +138,46 @@ class GroupMembership:
                 self._next_auto_commit = now + self._auto_commit_s
                 await self._commit_quietly("auto-commit")
 
+    async def unsubscribe(self) -> None:
+        """Commit (with auto-commit), leave the group and read nothing more."""
+        if self._stable and self._auto_commit:
+            await self._commit_quietly("on unsubscribe")
+        await self._leave("unsubscribed")
+        self.subscription = []
+        self._consumer.assign([])
+
     async def close(self) -> None:
         """Commit (with auto-commit), leave the group, stop heartbeating."""
         if self._stable and self._auto_commit:
             await self._commit_quietly("on close")
+        await self._leave("closing")
+        if self._coordinator is not None:
+            await self._coordinator.close()
+            self._coordinator = None
+
+    async def _check_metadata(self) -> None:
+        """Rejoin when a subscribed topic's partition count differs from the one the
+        assignment was made with (Kafka's consumers do the same)."""
+        counts = await self._partition_counts()
+        unknown = any(n == 0 for n in counts.values())
+        wait = self._backoff[1] / 1000 if unknown else self._metadata_max_age_s
+        self._next_metadata_check = self._clock.monotonic() + wait
+        if counts != self._counts:
+            log.info(
+                "group %s: partition counts changed %s -> %s; rejoining",
+                self.group_id,
+                self._counts,
+                counts,
+            )
+            self.rejoin_needed = True
+
+    async def _partition_counts(self) -> dict[str, int]:
+        with contextlib.suppress(ClientError, ConnectionError, OSError):
+            await self._cluster.refresh(self.subscription)
+        return {t: self._cluster.cache.partition_count(t) or 0 for t in self.subscription}
+
+    async def _leave(self, why: str) -> None:
+        """LeaveGroup (the coordinator rebalances the others at once), stop heartbeating."""
         self._stop_heartbeat()
         if self.member_id and self.subscription:
             request = LeaveGroupRequest(
@@ -140,18 +187,16 @@ class GroupMembership:
             try:
                 response = await self._send(request, LEAVE_GROUP_VERSION, discover=False)
                 log.info(
-                    "group %s: member %s left (%s)",
+                    "group %s: member %s left, %s (%s)",
                     self.group_id,
                     self.member_id,
+                    why,
                     ErrorCode(response.error_code).name,
                 )
             except (_CoordinatorLost, ConnectionError, OSError) as exc:
                 log.info("group %s: LeaveGroup not sent: %s", self.group_id, exc)
         self._stable = False
         self.member_id, self.generation = "", NO_GENERATION
-        if self._coordinator is not None:
-            await self._coordinator.close()
-            self._coordinator = None
 
     # -- the coordinator -----------------------------------------------------------------
 
@@ -338,6 +383,8 @@ class GroupMembership:
         """Eager protocol: every partition starts afresh from its committed offset and
         epoch (validated before fetching), or by the reset policy without one."""
         committed = await self.committed(partitions) if partitions else {}
+        self._counts = await self._partition_counts()
+        self._next_metadata_check = self._clock.monotonic() + self._metadata_max_age_s
         self._consumer.assign([])
         self._consumer.assign(partitions)
         for tp, found in committed.items():
@@ -353,9 +400,11 @@ class GroupMembership:
     # -- heartbeats ----------------------------------------------------------------------
 
     def _stop_heartbeat(self) -> None:
-        if self._heartbeat is not None:
-            self._heartbeat.cancel()
-            self._heartbeat = None
+        """Stop the heartbeat task; one waiting for its answer is left to end by itself
+        (it sees the generation is over), since cancelling would orphan the answer."""
+        task, self._heartbeat = self._heartbeat, None
+        if task is not None and task is not asyncio.current_task() and not self._beating:
+            task.cancel()
 
     async def _heartbeat_loop(self, generation: int) -> None:
         """Every ``heartbeat.interval.ms`` while this generation is stable; a rebalance
@@ -364,12 +413,23 @@ class GroupMembership:
             await self._clock.sleep(self._heartbeat_s)
             if not self._stable or self.generation != generation:
                 return
+            if self._clock.monotonic() - self._last_poll > self._max_poll_interval_s:
+                log.warning(
+                    "group %s: no poll within max.poll.interval.ms (%d ms); leaving the group "
+                    "so that its partitions move to live members",
+                    self.group_id,
+                    self._rebalance_timeout_ms,
+                )
+                await self._leave("poll interval exceeded")
+                self.rejoin_needed = True
+                return
             request = HeartbeatRequest(
                 group_id=self.group_id,
                 generation_id=generation,
                 member_id=self.member_id,
                 group_instance_id=None,
             )
+            self._beating = True
             try:
                 response = await self._send(request, HEARTBEAT_VERSION)
             except _CoordinatorLost:
@@ -377,6 +437,10 @@ class GroupMembership:
             except (ConnectionError, OSError) as exc:
                 log.info("group %s: heartbeat failed: %s", self.group_id, exc)
                 continue
+            finally:
+                self._beating = False
+            if self._heartbeat is not asyncio.current_task():
+                return  # stopped while the request was out
             code = ErrorCode(response.error_code)
             if code in COORDINATOR_ERRORS:
                 self._coordinator_dead(code.name)

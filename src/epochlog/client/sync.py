@@ -183,6 +183,9 @@ class Consumer:
         """Join ``group.id`` for these topics; heartbeats run on the consumer's thread."""
         self._thread.run(_call(lambda: self._consumer.subscribe(topics)))
 
+    def unsubscribe(self) -> None:
+        self._thread.run(self._consumer.unsubscribe())
+
     def assignment(self) -> list[TopicPartition]:
         return self._thread.run(_call(self._consumer.assignment))
 
