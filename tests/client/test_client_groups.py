@@ -367,3 +367,35 @@ def test_a_member_that_stops_polling_leaves_after_max_poll_interval(tmp_path: An
             await admin.close()
 
     run(scenario)
+
+
+def test_members_ride_out_a_coordinator_restart(broker_factory) -> None:
+    """The coordinator's connection breaks and the broker comes back (its groups loaded
+    again from __consumer_offsets): members find it again, rejoin if their membership
+    is gone, and go on from the committed positions with nothing skipped."""
+    broker = broker_factory(SETTINGS)
+    bootstrap = broker.bootstrap
+    topic, group = "groups-restart", "group-restart"
+    create_topic(bootstrap, topic, PARTITIONS)
+    produce(bootstrap, topic, 10, phase=1)
+    members = [Member("epochlog", bootstrap, group, topic, n) for n in ("r1", "r2")]
+    try:
+        for m in members:
+            m.start()
+        wait_for(lambda: spread(members) == [3, 3], "a 3/3 group", members)
+        wait_for(lambda: len(distinct(members)) >= 60, "phase 1 read", members)
+        broker.kill()
+        broker.restart()
+        produce(bootstrap, topic, 10, phase=2)
+        wait_for(lambda: len(distinct(members)) >= 120, "phase 2 read after the restart", members)
+        wait_for(lambda: spread(members) == [3, 3], "the group stable again", members)
+        for m in members:
+            m.stop()
+        assert distinct(members) == {(p, o) for p in range(PARTITIONS) for o in range(20)}
+        found = committed(bootstrap, group, topic)
+        assert found == {TopicPartition(topic, p): OffsetAndEpoch(20, 0) for p in range(PARTITIONS)}
+    finally:
+        for m in members:
+            m.stopping.set()
+        for m in members:
+            m.join(HANG_GUARD_S)
