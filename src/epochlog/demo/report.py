@@ -61,6 +61,18 @@ def _describe(batch_id: int, e: dict[str, Any]) -> str:
     )
 
 
+def _error_lines(error: str) -> list[str]:
+    """The source's DataLossError inside Spark's exception text, one loss a line."""
+    marker = "data loss detected: "
+    at = error.find(marker)
+    if at < 0:
+        return [f"the query stopped with: {error.splitlines()[0][:400]}"]
+    text = error[at + len(marker) :].split(". The query stops", 1)[0]
+    return ["the query stopped (onTruncation=fail) on:"] + [
+        f"  {loss}" for loss in text.split("; ")
+    ]
+
+
 def _ranges(offsets: list[int]) -> str:
     if not offsets:
         return "none"
@@ -123,7 +135,7 @@ def judge(o: Outcome) -> list[Check]:
     reports = source_reports(o.offsets)
     report_lines = [_describe(b, r) for b, r in reports]
     if o.query_error:
-        report_lines.append(f"query stopped with: {o.query_error.splitlines()[0][:400]}")
+        report_lines += _error_lines(o.query_error)
     print_block(
         f"what the source detected (onTruncation={o.on_truncation})",
         report_lines or ["no truncation reported"],
