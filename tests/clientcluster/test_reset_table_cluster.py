@@ -323,6 +323,13 @@ def test_known_divergence_is_where_the_replicas_differ(story: Story, election: i
     """The expected value itself, from what each replica held."""
     a_log, c_log = story.held["A"], story.held["C"]
     assert a_log[4] == c_log[4] and a_log[5] != c_log[5]
+    # The model of each replica's log is what the consumers read from it as leader.
+    from_a = story.outcomes[(UNKNOWN["earliest"], 2)].records
+    assert {r.offset: Held(r.key, r.leader_epoch) for r in from_a} == a_log
+    from_c = story.outcomes[(KNOWN["earliest"], 1)].records
+    assert {r.offset: Held(r.key, r.leader_epoch) for r in from_c} == {
+        o: h for o, h in c_log.items() if o >= 5
+    }
     assert story.outcomes[(KNOWN["none"], election)].expected_divergence == 5
 
 
