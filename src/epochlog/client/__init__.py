@@ -14,7 +14,7 @@ from epochlog.client.errors import (
     TopicIdChangedError,
     TopicPartition,
 )
-from epochlog.client.group import CommitFailedError
+from epochlog.client.group_commits import CommitFailedError
 from epochlog.client.lookup import OffsetAndTimestamp
 from epochlog.client.producer import AsyncProducer, RecordMetadata
 from epochlog.client.sync import Admin, Consumer, Producer

@@ -11,15 +11,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.consumer import (
     HeartbeatRequest,
     JoinGroupRequest,
     LeaveGroupRequest,
-    OffsetCommitRequest,
-    OffsetFetchRequest,
     SyncGroupRequest,
 )
 from kafka.protocol.metadata import FindCoordinatorRequest
@@ -27,13 +25,20 @@ from kafka.protocol.metadata import FindCoordinatorRequest
 from epochlog.client import assignors
 from epochlog.client.connection import BrokerConnection
 from epochlog.client.errors import ClientError, KafkaClientError, TopicPartition
+from epochlog.client.group_commits import (
+    COORDINATOR_ERRORS,
+    MEMBERSHIP_ERRORS,
+    NO_GENERATION,
+    RETRY_ERRORS,
+    CoordinatorLost,
+    GroupCommits,
+)
 from epochlog.client.metadata import Cluster, backoff_seconds
-from epochlog.client.positions import Phase
 from epochlog.protocol.errors import ErrorCode
 from epochlog.seams import Clock
 
 if TYPE_CHECKING:
-    from epochlog.client.consumer import AsyncConsumer, OffsetAndEpoch
+    from epochlog.client.consumer import AsyncConsumer
 
 log = logging.getLogger("epochlog.client.group")
 
@@ -42,37 +47,9 @@ JOIN_GROUP_VERSION = 7
 SYNC_GROUP_VERSION = 5
 HEARTBEAT_VERSION = 4
 LEAVE_GROUP_VERSION = 4
-OFFSET_COMMIT_VERSION = 8
-OFFSET_FETCH_VERSION = 8
-NO_GENERATION = -1
-# The coordinator moved or is not ready: find it again (or wait) and retry.
-COORDINATOR_ERRORS = {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE}
-RETRY_ERRORS = {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.UNSTABLE_OFFSET_COMMIT}
-# The membership this client holds is over: rejoin.
-MEMBERSHIP_ERRORS = {
-    ErrorCode.REBALANCE_IN_PROGRESS,
-    ErrorCode.ILLEGAL_GENERATION,
-    ErrorCode.UNKNOWN_MEMBER_ID,
-}
 
 
-class CommitFailedError(ClientError):
-    """A commit refused because the group rebalanced (the generation or member id this
-    consumer held is over); the partitions may now belong to another member."""
-
-    def __init__(self, group: str, code: ErrorCode) -> None:
-        super().__init__(
-            f"commit to group {group} refused ({code.name}): the group rebalanced; "
-            "the consumer rejoins on its next poll"
-        )
-        self.code = code
-
-
-class _CoordinatorLost(Exception):
-    """The coordinator connection failed or it answered that it is not the coordinator."""
-
-
-class GroupMembership:
+class GroupMembership(GroupCommits):
     """One consumer's place in its group; created by AsyncConsumer when ``group.id`` is
     set. ``poll`` runs before each consumer poll (join, rejoin, auto-commit)."""
 
@@ -104,6 +81,7 @@ class GroupMembership:
         self._discovery = asyncio.Lock()
         self._heartbeat: asyncio.Task[None] | None = None
         self._beating = False  # a Heartbeat request is out
+        self._lingering: asyncio.Task[None] | None = None  # stopped with a request out
         self._next_auto_commit = 0.0
         self._last_poll = 0.0
         # Partition counts of the subscribed topics when the assignment was made: a
@@ -152,8 +130,11 @@ class GroupMembership:
             await self._commit_quietly("on close")
         await self._leave("closing")
         if self._coordinator is not None:
-            await self._coordinator.close()
+            await self._coordinator.close()  # also ends a heartbeat waiting for its answer
             self._coordinator = None
+        if self._lingering is not None:
+            with contextlib.suppress(Exception):
+                await self._lingering
 
     async def _check_metadata(self) -> None:
         """Rejoin when a subscribed topic's partition count differs from the one the
@@ -193,7 +174,7 @@ class GroupMembership:
                     why,
                     ErrorCode(response.error_code).name,
                 )
-            except (_CoordinatorLost, ConnectionError, OSError) as exc:
+            except (CoordinatorLost, ConnectionError, OSError) as exc:
                 log.info("group %s: LeaveGroup not sent: %s", self.group_id, exc)
         self._stable = False
         self.member_id, self.generation = "", NO_GENERATION
@@ -260,15 +241,15 @@ class GroupMembership:
         return None
 
     async def _send(self, request: Any, version: int, discover: bool = True) -> Any:
-        """One request to the coordinator; a lost connection raises _CoordinatorLost."""
+        """One request to the coordinator; a lost connection raises CoordinatorLost."""
         conn = await self._ensure_coordinator() if discover else self._coordinator
         if conn is None:
-            raise _CoordinatorLost("no coordinator")
+            raise CoordinatorLost("no coordinator")
         try:
             return await conn.send(request, version)
         except (ConnectionError, OSError) as exc:
             self._coordinator_dead(str(exc))
-            raise _CoordinatorLost(str(exc)) from exc
+            raise CoordinatorLost(str(exc)) from exc
 
     # -- joining -------------------------------------------------------------------------
 
@@ -296,7 +277,7 @@ class GroupMembership:
         while True:
             try:
                 partitions = await self._join_once()
-            except _CoordinatorLost as exc:
+            except CoordinatorLost as exc:
                 self._coordinator_dead(str(exc))
                 partitions = None
             if partitions is not None:
@@ -322,7 +303,7 @@ class GroupMembership:
             self.member_id = joined.member_id
             return await self._join_once()
         if code in COORDINATOR_ERRORS:
-            raise _CoordinatorLost(code.name)
+            raise CoordinatorLost(code.name)
         if code in MEMBERSHIP_ERRORS or code in RETRY_ERRORS:
             self._membership_error(code, "JoinGroup")
             return None
@@ -350,7 +331,7 @@ class GroupMembership:
         synced = await self._send(sync, SYNC_GROUP_VERSION)
         code = ErrorCode(synced.error_code)
         if code in COORDINATOR_ERRORS:
-            raise _CoordinatorLost(code.name)
+            raise CoordinatorLost(code.name)
         if code in MEMBERSHIP_ERRORS or code in RETRY_ERRORS:
             self._membership_error(code, "SyncGroup")
             return None
@@ -403,8 +384,11 @@ class GroupMembership:
         """Stop the heartbeat task; one waiting for its answer is left to end by itself
         (it sees the generation is over), since cancelling would orphan the answer."""
         task, self._heartbeat = self._heartbeat, None
-        if task is not None and task is not asyncio.current_task() and not self._beating:
-            task.cancel()
+        if task is not None and task is not asyncio.current_task():
+            if self._beating:
+                self._lingering = task
+            else:
+                task.cancel()
 
     async def _heartbeat_loop(self, generation: int) -> None:
         """Every ``heartbeat.interval.ms`` while this generation is stable; a rebalance
@@ -432,7 +416,7 @@ class GroupMembership:
             self._beating = True
             try:
                 response = await self._send(request, HEARTBEAT_VERSION)
-            except _CoordinatorLost:
+            except CoordinatorLost:
                 continue
             except (ConnectionError, OSError) as exc:
                 log.info("group %s: heartbeat failed: %s", self.group_id, exc)
@@ -449,143 +433,3 @@ class GroupMembership:
                 return
             elif code != ErrorCode.NONE and code not in RETRY_ERRORS:
                 log.warning("group %s: heartbeat answered %s", self.group_id, code.name)
-
-    # -- commits -------------------------------------------------------------------------
-
-    def consumed_positions(self) -> dict[TopicPartition, OffsetAndEpoch]:
-        """The positions after the records already returned (fetching partitions only;
-        one awaiting validation or reset has nothing new to commit)."""
-        out = {}
-        for tp in self._consumer.assignment():
-            position = self._consumer.position(tp)
-            if position is not None and self._consumer.phase(tp) is Phase.FETCHING:
-                out[tp] = position
-        return out
-
-    async def _commit_quietly(self, why: str) -> None:
-        try:
-            await self.commit()
-        except (ClientError, ConnectionError, OSError, TimeoutError) as exc:
-            log.warning("group %s: commit %s failed: %s", self.group_id, why, exc)
-
-    async def commit(self, offsets: Mapping[TopicPartition, OffsetAndEpoch] | None = None) -> None:
-        """OffsetCommit v8 with each position's leader epoch; by default the positions
-        after the records already returned. Raises CommitFailedError after a rebalance."""
-        wanted = dict(self.consumed_positions() if offsets is None else offsets)
-        attempt = 0
-        deadline = self._clock.monotonic() + self._request_timeout_s
-        while wanted:
-            failed = await self._commit_once(wanted)
-            if failed is None:
-                return
-            if self._clock.monotonic() >= deadline:
-                raise KafkaClientError(failed, f"OffsetCommit of group {self.group_id}")
-            await self._pause(attempt)
-            attempt += 1
-
-    async def _commit_once(self, offsets: Mapping[TopicPartition, OffsetAndEpoch]) -> Any:
-        """None when stored; else the retriable error met (NOT_COORDINATOR etc.)."""
-        partition_cls = OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition
-        by_topic: dict[str, list[Any]] = {}
-        for tp, at in sorted(offsets.items()):
-            by_topic.setdefault(tp.topic, []).append(
-                partition_cls(
-                    partition_index=tp.partition,
-                    committed_offset=at.offset,
-                    committed_leader_epoch=-1 if at.leader_epoch is None else at.leader_epoch,
-                    committed_metadata="",
-                )
-            )
-        in_group = bool(self.member_id) and self.generation != NO_GENERATION
-        request = OffsetCommitRequest(
-            group_id=self.group_id,
-            generation_id_or_member_epoch=self.generation if in_group else NO_GENERATION,
-            member_id=self.member_id if in_group else "",
-            group_instance_id=None,
-            topics=[
-                OffsetCommitRequest.OffsetCommitRequestTopic(name=name, partitions=parts)
-                for name, parts in by_topic.items()
-            ],
-        )
-        try:
-            response = await self._send(request, OFFSET_COMMIT_VERSION)
-        except _CoordinatorLost:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        errors = {
-            TopicPartition(t.name, p.partition_index): ErrorCode(p.error_code)
-            for t in response.topics
-            for p in t.partitions
-            if p.error_code != ErrorCode.NONE
-        }
-        if not errors:
-            return None
-        codes = set(errors.values())
-        for code in codes & MEMBERSHIP_ERRORS:
-            self._membership_error(code, "OffsetCommit")
-            raise CommitFailedError(self.group_id, code)
-        if codes & COORDINATOR_ERRORS:
-            self._coordinator_dead(", ".join(sorted(c.name for c in codes)))
-        retriable = COORDINATOR_ERRORS | RETRY_ERRORS | {ErrorCode.REQUEST_TIMED_OUT}
-        fatal = codes - retriable
-        if fatal:
-            code = min(fatal)
-            bad = ", ".join(str(tp) for tp, c in errors.items() if c in fatal)
-            raise KafkaClientError(code, f"OffsetCommit of group {self.group_id}: {bad}")
-        return min(codes)
-
-    async def committed(
-        self, partitions: Iterable[TopicPartition]
-    ) -> dict[TopicPartition, OffsetAndEpoch | None]:
-        """OffsetFetch v8: the committed offset with its leader epoch, None if none."""
-        from epochlog.client.consumer import OffsetAndEpoch
-
-        wanted = sorted(set(partitions))
-        by_topic: dict[str, list[int]] = {}
-        for tp in wanted:
-            by_topic.setdefault(tp.topic, []).append(tp.partition)
-        group_cls = OffsetFetchRequest.OffsetFetchRequestGroup
-        request = OffsetFetchRequest(
-            groups=[
-                group_cls(
-                    group_id=self.group_id,
-                    topics=[
-                        group_cls.OffsetFetchRequestTopics(name=t, partition_indexes=ps)
-                        for t, ps in by_topic.items()
-                    ],
-                )
-            ],
-            require_stable=False,
-        )
-        attempt = 0
-        deadline = self._clock.monotonic() + self._request_timeout_s
-        while True:
-            code = ErrorCode.COORDINATOR_NOT_AVAILABLE
-            try:
-                response = await self._send(request, OFFSET_FETCH_VERSION)
-            except _CoordinatorLost:
-                response = None
-            if response is not None:
-                (group,) = response.groups
-                code = ErrorCode(group.error_code)
-                out: dict[TopicPartition, OffsetAndEpoch | None] = {tp: None for tp in wanted}
-                for t in group.topics if code == ErrorCode.NONE else []:
-                    for p in t.partitions:
-                        pcode = ErrorCode(p.error_code)
-                        if pcode != ErrorCode.NONE:
-                            code = pcode
-                            break
-                        if p.committed_offset >= 0:
-                            epoch = p.committed_leader_epoch
-                            out[TopicPartition(t.name, p.partition_index)] = OffsetAndEpoch(
-                                p.committed_offset, epoch if epoch >= 0 else None
-                            )
-                if code == ErrorCode.NONE:
-                    return out
-                if code in COORDINATOR_ERRORS:
-                    self._coordinator_dead(code.name)
-                elif code not in RETRY_ERRORS:
-                    raise KafkaClientError(code, f"OffsetFetch of group {self.group_id}")
-            if self._clock.monotonic() >= deadline:
-                raise KafkaClientError(code, f"OffsetFetch of group {self.group_id}")
-            await self._pause(attempt)
-            attempt += 1
