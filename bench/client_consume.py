@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import wait
 from pathlib import Path
 
 import confluent_kafka as ck
@@ -182,10 +183,14 @@ def decode_seconds(answers: list[bytes], topic: str) -> tuple[float, int]:
 def produce_epochlog(bootstrap: str, topic: str, count: int, value: bytes) -> float:
     with Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONF}) as producer:
         start = time.perf_counter()
-        for _ in range(count):
-            producer.produce(topic, value, partition=0)
+        futures = [producer.produce(topic, value, partition=0) for _ in range(count)]
+        # Every record's own delivery future: flush() alone may return while records
+        # handed to produce() have not reached the producer's queue yet.
+        done, pending = wait(futures, PASS_LIMIT_S)
+        if pending or any(f.exception() is not None for f in done):
+            raise RuntimeError("epochlog producer: records left undelivered or failed")
         if not producer.flush(PASS_LIMIT_S):
-            raise RuntimeError("epochlog producer: records left undelivered")
+            raise RuntimeError("epochlog producer: flush left records undelivered")
         return time.perf_counter() - start
 
 

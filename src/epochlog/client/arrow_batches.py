@@ -144,7 +144,7 @@ class Progress(NamedTuple):
 def empty_batch() -> pa.RecordBatch:
     """A RecordBatch with no rows and ``ARROW_SCHEMA``."""
     return pa.RecordBatch.from_arrays(
-        [pa.array([], type=f.type) for f in ARROW_SCHEMA], schema=ARROW_SCHEMA
+        [pa.nulls(0, f.type) for f in ARROW_SCHEMA], schema=ARROW_SCHEMA
     )
 
 
@@ -417,7 +417,7 @@ def _decode_records(
         key_at, key_len = key_at[index], key_len[index]
         value_at, value_len = value_at[index], value_len[index]
         if headers is not None:
-            headers = headers.take(pa.array(index))
+            headers = headers.take(_numeric(index, pa.int64()))
     rows = np.bincount(batch_of, minlength=counts.size)
     n = offsets.size
     epochs = np.repeat(meta[:, 3].astype(np.int32), rows)
@@ -429,16 +429,24 @@ def _decode_records(
         _binary(arr, key_at, key_len),
         _binary(arr, value_at, value_len),
         _strings(topic, n),
-        pa.array(np.full(n, partition, dtype=np.int32)),
-        pa.array(offsets),
+        _numeric(np.full(n, partition, dtype=np.int32), pa.int32()),
+        _numeric(offsets, pa.int64()),
         pa.Array.from_buffers(
             pa.timestamp("ms", tz="UTC"), n, [None, pa.py_buffer(np.ascontiguousarray(timestamps))]
         ),
-        pa.array(timestamp_type),
-        pa.array(epochs, mask=epochs == -1),
+        _numeric(timestamp_type, pa.int32()),
+        _numeric(epochs, pa.int32(), valid=epochs != -1),
         headers if headers is not None else _no_headers(n),
     ]
     return columns, rows, offsets, timestamps
+
+
+def _numeric(values: np.ndarray, kind: pa.DataType, valid: np.ndarray | None = None) -> pa.Array:
+    """A primitive column over the numpy array's memory (``pa.array`` would import
+    pandas, over a second, on its first call)."""
+    validity, nulls = _validity(valid) if valid is not None else (None, 0)
+    data = pa.py_buffer(np.ascontiguousarray(values))
+    return pa.Array.from_buffers(kind, values.size, [validity, data], null_count=nulls)
 
 
 def _validity(valid: np.ndarray) -> tuple[pa.Buffer | None, int]:
@@ -489,9 +497,12 @@ def _strings(text: str, n: int) -> pa.Array:
     )
 
 
+_NO_HEADER_ITEMS = pa.nulls(0, HEADER_TYPE)
+
+
 def _no_headers(n: int) -> pa.Array:
     return pa.ListArray.from_arrays(
-        pa.array(np.zeros(n + 1, dtype=np.int32)), pa.array([], type=HEADER_TYPE)
+        _numeric(np.zeros(n + 1, dtype=np.int32), pa.int32()), _NO_HEADER_ITEMS
     )
 
 
@@ -505,7 +516,7 @@ def _headers(
     """The per-record fallback for records with headers; returns the column and where
     each record's fields end."""
     at = at.copy()
-    keys: list[str] = []
+    keys: list[bytes | None] = []
     values: list[bytes | None] = []
     per_record = np.zeros(at.size, dtype=np.int64)
     try:
@@ -519,7 +530,9 @@ def _headers(
                 size, pos = decode_varint(buf, pos)
                 if size < 0:
                     raise _invalid(f"header key length {size}")
-                keys.append(buf[pos : pos + size].decode())
+                key = buf[pos : pos + size]
+                key.decode()  # header keys are UTF-8, as iter_records insists
+                keys.append(key)
                 pos += size
                 size, pos = decode_varint(buf, pos)
                 if size >= 0:
@@ -538,10 +551,22 @@ def _headers(
     offsets = np.zeros(at.size + 1, dtype=np.int32)
     offsets[1:] = np.cumsum(per_record)
     children = pa.StructArray.from_arrays(
-        [pa.array(keys, type=pa.string()), pa.array(values, type=pa.binary())],
+        [_listed(keys, pa.string()), _listed(values, pa.binary())],
         fields=list(HEADER_TYPE),
     )
-    return pa.ListArray.from_arrays(pa.array(offsets), children), at
+    return pa.ListArray.from_arrays(_numeric(offsets, pa.int32()), children), at
+
+
+def _listed(items: list[bytes | None], kind: pa.DataType) -> pa.Array:
+    """A string or binary column from a list (None is null), without ``pa.array``."""
+    sizes = np.fromiter((-1 if x is None else len(x) for x in items), np.int64, len(items))
+    offsets = np.zeros(len(items) + 1, dtype=np.int32)
+    np.cumsum(np.maximum(sizes, 0), out=offsets[1:])
+    validity, nulls = _validity(sizes >= 0)
+    data = pa.py_buffer(b"".join([x for x in items if x is not None]))
+    return pa.Array.from_buffers(
+        kind, len(items), [validity, pa.py_buffer(offsets), data], null_count=nulls
+    )
 
 
 def _finish(
