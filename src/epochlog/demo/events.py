@@ -44,6 +44,9 @@ class EventStream:
         self.acked = Acked()
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._go = threading.Event()
+        self._go.set()
+        self._idle = threading.Event()
         self._producer = Producer(
             {
                 "bootstrap.servers": bootstrap,
@@ -76,10 +79,26 @@ class EventStream:
 
         return done
 
+    def hold(self, flush_bound_s: float = 60.0) -> None:
+        """Stop producing for a while; returns once every record sent is answered."""
+        self._go.clear()
+        self._idle.clear()
+        self._idle.wait(5)
+        self._producer.flush(flush_bound_s)
+
+    def resume(self) -> None:
+        self._go.set()
+
     def _run(self) -> None:
         per_tick = max(1, round(self.rate * TICK_S))
         next_tick = time.monotonic()
         while not self._stop.is_set():
+            if not self._go.is_set():
+                self._idle.set()
+                self._go.wait(0.2)
+                next_tick = time.monotonic()
+                continue
+            self._idle.clear()
             for _ in range(per_tick):
                 seq = self.sent
                 event_id = f"{self.run_id}-{seq:07d}"

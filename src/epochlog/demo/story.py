@@ -53,10 +53,16 @@ def _running(query: Any) -> None:
         raise DemoError(f"the streaming query stopped: {query.exception()}")
 
 
-def _read_past(stats: PipelineStats, marks: dict[int, int], query: Any) -> bool:
+def _settled(cluster: DemoCluster, leaders: list[int], stats: PipelineStats, query: Any) -> bool:
+    """Every partition's high watermark is its leader's log end, and the pipeline has
+    written everything below it: no micro-batch with data is planned or running."""
     _running(query)
     _, _, read = stats.snapshot()
-    return all(read.get(p, 0) >= mark for p, mark in marks.items())
+    for partition, leader in enumerate(leaders):
+        end = cluster.log_end(leader, TOPIC, partition)
+        if cluster.high_watermark(TOPIC, partition) != end or read.get(partition, 0) < end:
+            return False
+    return True
 
 
 def _caught_up(cluster: DemoCluster, stats: PipelineStats, query: Any) -> bool:
@@ -141,15 +147,21 @@ def run(settings: Settings) -> int:
         wait_for(lambda: _isr_without(cluster, lagging), 60, f"broker {lagging} to leave the ISR")
         progress.say(f"broker {lagging} left the ISR; the others go on acknowledging writes")
         time.sleep(settings.lost_window_s)
-        # Everything below these marks was written after the lagging replica stopped
-        # copying, so the pipeline has read records the election will lose.
-        marks = {p: cluster.high_watermark(TOPIC, p) for p in range(settings.partitions)}
+        # The stream holds while the pipeline catches up, so that the election lands
+        # between micro-batches: a batch planned before a truncation and read after it
+        # fails its task (the source reads exactly what it planned, or nothing).
+        stream.hold()
+        progress.say("the stream holds a moment: the election will land between micro-batches")
         wait_for(
-            lambda: _read_past(stats, marks, query),
+            lambda: _settled(cluster, [r[0] for r in assignment], stats, query),
             CATCH_UP_BOUND_S,
-            f"the pipeline to read up to {marks}",
+            "the pipeline to read everything the leaders hold",
         )
-        progress.say(f"the pipeline has read up to the high watermarks {marks}")
+        marks = {p: cluster.high_watermark(TOPIC, p) for p in range(settings.partitions)}
+        progress.say(
+            f"the pipeline has read up to the high watermarks {marks}, past what broker"
+            f" {lagging} holds"
+        )
 
         progress.phase(
             "unclean election",
@@ -158,6 +170,7 @@ def run(settings: Settings) -> int:
         for broker in leaders:
             cluster.kill(broker)
         cluster.resume(lagging)
+        stream.resume()
         wait_for(
             lambda: _all_led_by(cluster, lagging, old_epochs),
             ELECTION_BOUND_S,
