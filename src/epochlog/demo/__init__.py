@@ -58,5 +58,6 @@ def run_from_args(args: argparse.Namespace) -> int:
         lost_window_s=duration * 0.3,
         after_s=duration * 0.2,
         trigger_s=1.0,
+        clean_stop=not args.quick,
     )
     return run(settings)

@@ -231,14 +231,15 @@ class DemoCluster:
         self.processes[broker] = start_broker(self.local, broker)
         wait_listening(self.local.base_port + broker, self.processes[broker], 60)
 
-    def stop(self) -> None:
+    def stop(self, clean: bool = True) -> None:
         """SIGTERM every broker (a clean stop), SIGKILL what is still running after 20 s
-        (the last brokers' controlled shutdown has nobody to hand leadership to)."""
+        (the last brokers' controlled shutdown has nobody to hand leadership to);
+        ``clean=False`` SIGKILLs them at once."""
         for broker in list(self.paused):
             self.resume(broker)
         for process in self.processes.values():
             if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
+                process.send_signal(signal.SIGTERM if clean else signal.SIGKILL)
         deadline = time.monotonic() + 20
         for process in self.processes.values():
             try:

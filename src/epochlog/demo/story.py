@@ -36,6 +36,8 @@ class Settings:
     lost_window_s: float
     after_s: float
     trigger_s: float
+    # SIGTERM the brokers at the end (controlled shutdown, up to 20 s) or SIGKILL them
+    clean_stop: bool = True
 
 
 def _isr_without(cluster: DemoCluster, broker: int) -> bool:
@@ -229,7 +231,7 @@ def run(settings: Settings) -> int:
             _stop_query(query)
         if spark is not None:
             spark.stop()
-        cluster.stop()
+        cluster.stop(settings.clean_stop)
     failed = [c for c in checks if not c.passed]
     print_block(
         "checks",
