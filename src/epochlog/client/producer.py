@@ -54,6 +54,13 @@ RETRIABLE = {
     ErrorCode.FENCED_LEADER_EPOCH,
     ErrorCode.UNKNOWN_LEADER_EPOCH,
 }
+# InitProducerId answers worth waiting out.
+INIT_RETRIABLE = {
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.NOT_COORDINATOR,
+    ErrorCode.CONCURRENT_TRANSACTIONS,
+}
 # Errors that mean this client's view of the leader is wrong.
 METADATA_ERRORS = RETRIABLE - {ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_ENOUGH_REPLICAS}
 
@@ -154,18 +161,44 @@ class AsyncProducer:
             self._sender = asyncio.get_running_loop().create_task(self._run())
 
     async def _init_producer_id(self) -> None:
-        await self._cluster.refresh([])
-        broker = min(self._cluster.cache.brokers)
-        response = await self._cluster.send(
-            broker,
-            InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000),
-            INIT_PRODUCER_ID_VERSION,
-        )
-        if response.error_code != ErrorCode.NONE:
-            raise DeliveryError(
-                TopicPartition("*", -1), "InitProducerId refused", ErrorCode(response.error_code)
+        """InitProducerId from any live broker: a broker just killed may still be listed
+        in metadata, so each is tried in turn, then again after a backoff, until
+        ``delivery.timeout.ms``."""
+        deadline = self._clock.monotonic() + self.config["delivery.timeout.ms"] / 1000
+        request = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000)
+        attempt = 0
+        while True:
+            problems = []
+            try:
+                await self._cluster.refresh([])
+            except (ConnectionError, OSError) as exc:
+                problems.append(str(exc))
+            brokers = sorted(self._cluster.cache.brokers)
+            start = attempt % len(brokers) if brokers else 0
+            for broker in brokers[start:] + brokers[:start]:
+                try:
+                    response = await self._cluster.send(broker, request, INIT_PRODUCER_ID_VERSION)
+                except (ConnectionError, OSError) as exc:
+                    problems.append(f"broker {broker}: {exc}")
+                    continue
+                code = ErrorCode(response.error_code)
+                if code == ErrorCode.NONE:
+                    self._producer_id = (response.producer_id, response.producer_epoch)
+                    return
+                if code not in RETRIABLE and code not in INIT_RETRIABLE:
+                    raise DeliveryError(TopicPartition("*", -1), "InitProducerId refused", code)
+                problems.append(f"broker {broker}: {code.name}")
+            if self._clock.monotonic() >= deadline:
+                raise DeliveryError(
+                    TopicPartition("*", -1), "InitProducerId failed: " + "; ".join(problems)
+                )
+            log.info("InitProducerId not answered (%s); retrying", "; ".join(problems))
+            await self._clock.sleep(
+                backoff_seconds(
+                    attempt, self.config["retry.backoff.ms"], self.config["retry.backoff.max.ms"]
+                )
             )
-        self._producer_id = (response.producer_id, response.producer_epoch)
+            attempt += 1
 
     async def _renew_producer_id(self) -> None:
         """A new producer id with every sequence back at 0; sealed batches keep theirs."""
