@@ -101,6 +101,23 @@ def assert_same_as_record_path(data: bytes, fetch_offset: int) -> pa.RecordBatch
     records = records_of([(tp, by_records, data)], True)
     arrow = arrow_of([(tp, by_arrow, data)], True)
     assert [r.offset for r in records] == arrow.column("offset").to_pylist()
+    assert [
+        {
+            "key": r.key,
+            "value": r.value,
+            "topic": r.topic,
+            "partition": r.partition,
+            "offset": r.offset,
+            "timestamp": r.timestamp,
+            "leaderEpoch": r.leader_epoch,
+            "headers": [{"key": k, "value": v} for k, v in r.headers],
+        }
+        for r in records
+    ] == [
+        {k: v for k, v in row.items() if k != "timestampType"}
+        for row in expected_rows(data, "topic-a", 3, fetch_offset)
+    ]
+    assert all(type(r.headers) is list for r in records)
     for field in ("offset", "offset_epoch", "last_timestamp", "consumed_epochs"):
         assert getattr(by_arrow, field) == getattr(by_records, field), field
     return table

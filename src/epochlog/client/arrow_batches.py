@@ -16,8 +16,11 @@ skip the same batches and records below the fetch position.
 
 from __future__ import annotations
 
+import gc
 import struct
-from typing import NamedTuple
+from collections.abc import Callable
+from itertools import repeat
+from typing import NamedTuple, TypeVar
 
 import crc32c
 import numpy as np
@@ -29,6 +32,7 @@ from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.protocol.records import _ZZ, decode_varint
 
 Buffer = bytes | bytearray | memoryview
+T = TypeVar("T")
 
 HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
 # Spark's Kafka source columns, plus leaderEpoch.
@@ -158,21 +162,39 @@ def decode_fetched(
 ) -> tuple[pa.RecordBatch, list[Progress]]:
     """Decode one partition's fetched bytes from ``fetch_offset`` into Arrow rows, with
     what they do to the consumer's position."""
+    walked, fields = _decode(data, fetch_offset, check_crc)
+    table = empty_batch() if fields is None else _to_arrow(fields, topic, partition)
+    return table, _progress(walked, fields)
+
+
+def decode_fetched_records(
+    data: Buffer,
+    topic: str,
+    partition: int,
+    fetch_offset: int,
+    make: Callable[..., T],
+    *,
+    check_crc: bool = True,
+) -> tuple[list[T], list[Progress]]:
+    """The same decode into one Python object per record:
+    ``make(topic, partition, offset, timestamp, key, value, headers, leader_epoch)``,
+    headers a list of (str, bytes | None) and leader_epoch None for -1."""
+    walked, fields = _decode(data, fetch_offset, check_crc)
+    records = [] if fields is None else _to_records(fields, topic, partition, make)
+    return records, _progress(walked, fields)
+
+
+def _decode(
+    data: Buffer, fetch_offset: int, check_crc: bool
+) -> tuple[list[WalkedBatch], Fields | None]:
     if type(data) is not bytes:
         data = bytes(data)
     walked = walk_batches(data, fetch_offset)
-    return decode_walked(data, walked, topic, partition, check_crc=check_crc)
+    return walked, _decode_walked(data, walked, check_crc)
 
 
-def decode_walked(
-    data: bytes,
-    walked: list[WalkedBatch],
-    topic: str,
-    partition: int,
-    *,
-    check_crc: bool = True,
-) -> tuple[pa.RecordBatch, list[Progress]]:
-    """Decode the batches ``walk_batches`` picked (control batches give no rows)."""
+def _decode_walked(data: bytes, walked: list[WalkedBatch], check_crc: bool) -> Fields | None:
+    """Every record of the batches ``walk_batches`` picked (control batches have none)."""
     view = memoryview(data)
     sections: list[tuple[int, int, int]] = []  # start, end, count in ``data``
     meta: list[tuple[int, int, int, int, int]] = []
@@ -211,16 +233,13 @@ def decode_walked(
             joined += len(records)
         data = b"".join(pieces)
     if not sections:
-        return _finish(walked, None)
+        return None
     bounds = np.array(sections, dtype=np.int64).reshape(-1, 3)
     arr = np.frombuffer(data, dtype=np.uint8)
     starts = _record_starts(data, arr, bounds)
-    decoded = None
-    if starts.size:
-        decoded = _decode_records(
-            data, arr, starts, bounds, np.array(meta, dtype=np.int64), topic, partition
-        )
-    return _finish(walked, decoded)
+    if not starts.size:
+        return None
+    return _decode_records(data, arr, starts, bounds, np.array(meta, dtype=np.int64))
 
 
 _NO_APPEND_TIME = -(2**63)
@@ -347,7 +366,30 @@ def _varints(
     return (value >> 1) ^ -(value & 1), size
 
 
-Decoded = tuple[list[pa.Array], np.ndarray, np.ndarray, np.ndarray]
+class Fields(NamedTuple):
+    """The decoded fields of the rows handed out (records below the fetch position
+    dropped), before they become Arrow columns or Python objects."""
+
+    buf: bytes
+    arr: np.ndarray
+    batch_rows: np.ndarray  # rows per data batch, in walk order
+    offsets: np.ndarray
+    timestamps: np.ndarray
+    key_at: np.ndarray
+    key_len: np.ndarray
+    value_at: np.ndarray
+    value_len: np.ndarray
+    epochs: np.ndarray  # int32, -1 for none
+    log_append_time: np.ndarray  # per data batch
+    headers: Headers | None  # None: no row has headers
+
+
+class Headers(NamedTuple):
+    """Header keys (UTF-8 checked) and values of all rows, ``count`` per row."""
+
+    keys: list[bytes]
+    values: list[bytes | None]
+    count: np.ndarray
 
 
 def _decode_records(
@@ -356,11 +398,8 @@ def _decode_records(
     starts: np.ndarray,
     bounds: np.ndarray,
     meta: np.ndarray,
-    topic: str,
-    partition: int,
-) -> Decoded:
-    """Every field of every record at once; returns the columns of the kept rows, and
-    per kept row its batch index, offset and timestamp."""
+) -> Fields:
+    """Every field of every record at once."""
     counts = bounds[:, 2]
     batch_of = np.repeat(np.arange(counts.size), counts)
     length, size = _varints(arr, starts, 5)
@@ -417,28 +456,102 @@ def _decode_records(
         key_at, key_len = key_at[index], key_len[index]
         value_at, value_len = value_at[index], value_len[index]
         if headers is not None:
-            headers = headers.take(_numeric(index, pa.int64()))
+            headers = _take_headers(headers, index)
     rows = np.bincount(batch_of, minlength=counts.size)
-    n = offsets.size
-    epochs = np.repeat(meta[:, 3].astype(np.int32), rows)
-    timestamp_type = np.repeat(
-        np.where(append_time == _NO_APPEND_TIME, CREATE_TIME, LOG_APPEND_TIME).astype(np.int32),
+    return Fields(
+        buf,
+        arr,
         rows,
+        offsets,
+        timestamps,
+        key_at,
+        key_len,
+        value_at,
+        value_len,
+        np.repeat(meta[:, 3].astype(np.int32), rows),
+        append_time != _NO_APPEND_TIME,
+        headers,
+    )
+
+
+def _take_headers(headers: Headers, index: np.ndarray) -> Headers | None:
+    """The headers of the rows at ``index`` only."""
+    starts = np.zeros(headers.count.size + 1, dtype=np.int64)
+    np.cumsum(headers.count, out=starts[1:])
+    count = headers.count[index]
+    if not count.any():
+        return None
+    keys: list[bytes] = []
+    values: list[bytes | None] = []
+    for i in index[count > 0].tolist():
+        lo, hi = int(starts[i]), int(starts[i + 1])
+        keys.extend(headers.keys[lo:hi])
+        values.extend(headers.values[lo:hi])
+    return Headers(keys, values, count)
+
+
+def _to_arrow(f: Fields, topic: str, partition: int) -> pa.RecordBatch:
+    n = f.offsets.size
+    timestamp_type = np.repeat(
+        np.where(f.log_append_time, LOG_APPEND_TIME, CREATE_TIME).astype(np.int32), f.batch_rows
     )
     columns = [
-        _binary(arr, key_at, key_len),
-        _binary(arr, value_at, value_len),
+        _binary(f.arr, f.key_at, f.key_len),
+        _binary(f.arr, f.value_at, f.value_len),
         _strings(topic, n),
         _numeric(np.full(n, partition, dtype=np.int32), pa.int32()),
-        _numeric(offsets, pa.int64()),
-        pa.Array.from_buffers(
-            pa.timestamp("ms", tz="UTC"), n, [None, pa.py_buffer(np.ascontiguousarray(timestamps))]
-        ),
+        _numeric(f.offsets, pa.int64()),
+        _numeric(f.timestamps, pa.timestamp("ms", tz="UTC")),
         _numeric(timestamp_type, pa.int32()),
-        _numeric(epochs, pa.int32(), valid=epochs != -1),
-        headers if headers is not None else _no_headers(n),
+        _numeric(f.epochs, pa.int32(), valid=f.epochs != -1),
+        _no_headers(n) if f.headers is None else _header_column(f.headers),
     ]
-    return columns, rows, offsets, timestamps
+    return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
+
+
+def _py_bytes(arr: np.ndarray, at: np.ndarray, length: np.ndarray) -> list[bytes | None]:
+    if not (length >= 0).any():
+        return [None] * at.size
+    # Through an Arrow column: its to_pylist makes the bytes objects in C++.
+    return _binary(arr, at, length).to_pylist()
+
+
+def _to_records(f: Fields, topic: str, partition: int, make: Callable[..., T]) -> list[T]:
+    n = f.offsets.size
+    collecting = gc.isenabled()
+    # Millions of new objects would set off the cyclic collector over and over (it
+    # would take most of the time); none of them can be part of a cycle.
+    gc.disable()
+    try:
+        if f.headers is None:
+            headers: list[list[tuple[str, bytes | None]]] = [[] for _ in range(n)]
+        else:
+            keys = [k.decode() for k in f.headers.keys]
+            pairs = list(zip(keys, f.headers.values, strict=True))
+            headers = []
+            at = 0
+            for count in f.headers.count.tolist():
+                headers.append(pairs[at : at + count])
+                at += count
+        epochs = f.epochs.tolist()
+        if -1 in epochs:
+            epochs = [None if e == -1 else e for e in epochs]
+        return list(
+            map(
+                make,
+                repeat(topic, n),
+                repeat(partition, n),
+                f.offsets.tolist(),
+                f.timestamps.tolist(),
+                _py_bytes(f.arr, f.key_at, f.key_len),
+                _py_bytes(f.arr, f.value_at, f.value_len),
+                headers,
+                epochs,
+            )
+        )
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _numeric(values: np.ndarray, kind: pa.DataType, valid: np.ndarray | None = None) -> pa.Array:
@@ -512,11 +625,11 @@ def _headers(
     record_end: np.ndarray,
     header_count: np.ndarray,
     has_headers: np.ndarray,
-) -> tuple[pa.Array, np.ndarray]:
+) -> tuple[Headers, np.ndarray]:
     """The per-record fallback for records with headers; returns the column and where
     each record's fields end."""
     at = at.copy()
-    keys: list[bytes | None] = []
+    keys: list[bytes] = []
     values: list[bytes | None] = []
     per_record = np.zeros(at.size, dtype=np.int64)
     try:
@@ -548,13 +661,17 @@ def _headers(
             per_record[i] = count
     except ValueError as exc:  # UnicodeDecodeError
         raise _invalid(f"malformed header: {exc}") from exc
-    offsets = np.zeros(at.size + 1, dtype=np.int32)
-    offsets[1:] = np.cumsum(per_record)
+    return Headers(keys, values, per_record), at
+
+
+def _header_column(headers: Headers) -> pa.Array:
+    offsets = np.zeros(headers.count.size + 1, dtype=np.int32)
+    np.cumsum(headers.count, out=offsets[1:])
     children = pa.StructArray.from_arrays(
-        [_listed(keys, pa.string()), _listed(values, pa.binary())],
+        [_listed(headers.keys, pa.string()), _listed(headers.values, pa.binary())],
         fields=list(HEADER_TYPE),
     )
-    return pa.ListArray.from_arrays(_numeric(offsets, pa.int32()), children), at
+    return pa.ListArray.from_arrays(_numeric(offsets, pa.int32()), children)
 
 
 def _listed(items: list[bytes | None], kind: pa.DataType) -> pa.Array:
@@ -569,20 +686,16 @@ def _listed(items: list[bytes | None], kind: pa.DataType) -> pa.Array:
     )
 
 
-def _finish(
-    walked: list[WalkedBatch], decoded: Decoded | None
-) -> tuple[pa.RecordBatch, list[Progress]]:
-    """Assemble the RecordBatch and the position progress, one entry per run of
-    batches of one leader epoch (only the last batch of a run moves the position,
-    only the first one can start a new epoch in its history)."""
-    if decoded is None:
-        table = empty_batch()
+def _progress(walked: list[WalkedBatch], fields: Fields | None) -> list[Progress]:
+    """What the handed-out batches do to the position, one entry per run of batches
+    of one leader epoch (only the last batch of a run moves the position, only the
+    first one can start a new epoch in its history)."""
+    if fields is None:
         rows: list[int] = []
         offsets = timestamps = np.zeros(0, dtype=np.int64)
     else:
-        columns, per_batch, offsets, timestamps = decoded
-        table = pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
-        rows = per_batch.tolist()
+        rows = fields.batch_rows.tolist()
+        offsets, timestamps = fields.offsets, fields.timestamps
     progress: list[Progress] = []
     row = 0
     k = 0
@@ -610,4 +723,4 @@ def _finish(
         next_offset = w.next_offset
     if last_epoch is not None:
         progress.append(Progress(next_offset, last_epoch, timestamp, first))
-    return table, progress
+    return progress

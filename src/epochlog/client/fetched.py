@@ -1,7 +1,8 @@
-"""What a Fetch hands back, decoded two ways from the same raw record batches: the
-record path (a ``ConsumerRecord`` per record, for applications) and the columnar path
-(one Arrow RecordBatch, for Spark and analytics). Both hand out exactly the batches
-``walk_batches`` picks and move the positions the same way."""
+"""What a Fetch hands back, decoded two ways from the same raw record batches by the
+same vectorised decoder (client/arrow_batches.py): the record path (a
+``ConsumerRecord`` per record, for applications) and the columnar path (one Arrow
+RecordBatch, for Spark and analytics). Both hand out the same records and move the
+positions the same way."""
 
 from __future__ import annotations
 
@@ -10,10 +11,14 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from epochlog.client.arrow_batches import decode_fetched, empty_batch, walk_batches
+from epochlog.client.arrow_batches import (
+    Progress,
+    decode_fetched,
+    decode_fetched_records,
+    empty_batch,
+)
 from epochlog.client.errors import TopicPartition
 from epochlog.client.positions import PartitionPosition
-from epochlog.protocol.records import iter_records
 
 # One partition's fetched record batches, with its position (moved by decoding them).
 Fetched = tuple[TopicPartition, PartitionPosition, bytes]
@@ -71,37 +76,23 @@ def records_of(fetched: list[Fetched], check_crc: bool) -> ConsumerRecords:
 def _decode(
     tp: TopicPartition, pos: PartitionPosition, data: bytes, check_crc: bool
 ) -> list[ConsumerRecord]:
-    out: list[ConsumerRecord] = []
-    append = out.append
-    record = ConsumerRecord
-    topic, partition = tp.topic, tp.partition
-    for w in walk_batches(data, pos.offset if pos.offset is not None else 0):
-        epoch = w.leader_epoch
-        if w.is_control:
-            pos.consumed(w.next_offset, epoch, pos.last_timestamp or -1, w.base_offset)
-            continue
-        threshold = w.threshold
-        record_epoch = epoch if epoch >= 0 else None
-        first = len(out)
-        for r in iter_records(data[w.at : w.end], check_crc=check_crc):
-            if r.offset >= threshold:
-                append(
-                    record(
-                        topic,
-                        partition,
-                        r.offset,
-                        r.timestamp,
-                        r.key,
-                        r.value,
-                        r.headers,
-                        record_epoch,
-                    )
-                )
-        if len(out) > first:
-            pos.consumed(w.next_offset, epoch, out[-1].timestamp, out[first].offset)
-        else:
-            pos.consumed(w.next_offset, epoch, pos.last_timestamp or -1, threshold)
-    return out
+    assert pos.offset is not None
+    records, progress = decode_fetched_records(
+        data, tp.topic, tp.partition, pos.offset, ConsumerRecord, check_crc=check_crc
+    )
+    _advance(pos, progress)
+    return records
+
+
+def _advance(pos: PartitionPosition, progress: list[Progress]) -> None:
+    for run in progress:
+        timestamp = run.last_timestamp
+        pos.consumed(
+            run.next_offset,
+            run.leader_epoch,
+            (pos.last_timestamp or -1) if timestamp is None else timestamp,
+            run.first_offset,
+        )
 
 
 def arrow_of(fetched: list[Fetched], check_crc: bool) -> pa.RecordBatch:
@@ -112,14 +103,7 @@ def arrow_of(fetched: list[Fetched], check_crc: bool) -> pa.RecordBatch:
         table, progress = decode_fetched(
             data, tp.topic, tp.partition, pos.offset, check_crc=check_crc
         )
-        for run in progress:
-            timestamp = run.last_timestamp
-            pos.consumed(
-                run.next_offset,
-                run.leader_epoch,
-                (pos.last_timestamp or -1) if timestamp is None else timestamp,
-                run.first_offset,
-            )
+        _advance(pos, progress)
         if table.num_rows:
             parts.append(table)
     if not parts:
