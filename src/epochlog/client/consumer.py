@@ -143,7 +143,7 @@ class AsyncConsumer:
     async def _poll(self, timeout_ms: int, decode: Callable[[list[Fetched]], R]) -> R:
         deadline = self._clock.monotonic() + timeout_ms / 1000
         if self._group is not None:
-            await self._group.poll()  # join or rejoin the group, auto-commit
+            await self._group.poll(timeout_ms / 1000)  # join or rejoin, auto-commit
         while True:
             await self._prepare()
             self._raise_failures()

@@ -101,15 +101,17 @@ class GroupMembership(GroupCommits):
     def assignment(self) -> list[TopicPartition]:
         return self._consumer.assignment() if self._stable else []
 
-    async def poll(self) -> None:
-        """Before fetching: join when needed, then commit if auto-commit is due."""
+    async def poll(self, timeout_s: float | None = None) -> None:
+        """Before fetching: join when needed, then commit if auto-commit is due. Without
+        a coordinator within ``timeout_s`` it returns unjoined (the next poll goes on)."""
         self._last_poll = self._clock.monotonic()
         if self._stable and self._last_poll >= self._next_metadata_check:
             await self._check_metadata()
         if self.subscription and (self.rejoin_needed or not self._stable):
             if self._stable and self._auto_commit:
                 await self._commit_quietly("before rejoining")
-            await self._join()
+            deadline = None if timeout_s is None else self._last_poll + timeout_s
+            await self._join(deadline)
         if self._auto_commit and self._stable:
             now = self._clock.monotonic()
             if now >= self._next_auto_commit:
@@ -133,7 +135,8 @@ class GroupMembership(GroupCommits):
             await self._coordinator.close()  # also ends a heartbeat waiting for its answer
             self._coordinator = None
         if self._lingering is not None:
-            with contextlib.suppress(Exception):
+            self._lingering.cancel()  # its connection is closed: no answer is orphaned
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._lingering
 
     async def _check_metadata(self) -> None:
@@ -194,10 +197,16 @@ class GroupMembership(GroupCommits):
 
     async def _ensure_coordinator(self) -> BrokerConnection:
         """FindCoordinator until one answers, then a connection of the group's own (a
-        long JoinGroup or Fetch on a shared connection would hold heartbeats up)."""
+        long JoinGroup or Fetch on a shared connection would hold heartbeats up).
+        Raises CoordinatorLost after ``request.timeout.ms`` without one."""
         async with self._discovery:
             attempt = 0
+            deadline = self._clock.monotonic() + self._request_timeout_s
             while self._coordinator is None or self._coordinator.closed:
+                if attempt and self._clock.monotonic() >= deadline:
+                    raise CoordinatorLost(
+                        f"no coordinator found within {self._request_timeout_s:.0f}s"
+                    )
                 try:
                     found = await self._find_coordinator()
                 except (ConnectionError, OSError) as exc:
@@ -269,10 +278,13 @@ class GroupMembership(GroupCommits):
         self.rejoin_needed = True
         self._stable = False
 
-    async def _join(self) -> None:
-        """JoinGroup then SyncGroup until this member holds an assignment."""
+    async def _join(self, deadline: float | None = None) -> None:
+        """JoinGroup then SyncGroup until this member holds an assignment. Eager
+        protocol: what it read so far is given up first (another member may get it);
+        past ``deadline`` between attempts it gives up until the next poll."""
         self._stop_heartbeat()
         self._stable = False
+        self._consumer.assign([])
         attempt = 0
         while True:
             try:
@@ -282,6 +294,9 @@ class GroupMembership(GroupCommits):
                 partitions = None
             if partitions is not None:
                 break
+            if deadline is not None and self._clock.monotonic() >= deadline:
+                log.info("group %s: not joined yet; trying again on the next poll", self.group_id)
+                return
             await self._pause(attempt)
             attempt += 1
         await self._apply(partitions)
