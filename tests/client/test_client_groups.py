@@ -260,3 +260,44 @@ def test_members_ride_out_a_coordinator_restart(broker_factory) -> None:
             m.stopping.set()
         for m in members:
             m.join(HANG_GUARD_S)
+
+
+def test_poll_returns_unjoined_while_no_broker_answers(broker_factory) -> None:
+    import threading
+
+    from epochlog.client import Consumer
+
+    broker = broker_factory(SETTINGS)
+    topic = "groups-down"
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    produce(broker.bootstrap, topic, 5, phase=1)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "group-down",
+            "auto.offset.reset": "earliest",
+            "request.timeout.ms": 2000,
+            "retry.backoff.ms": 20,
+        }
+    )
+    try:
+        consumer.subscribe([topic])
+        broker.kill()
+        answers: list[Any] = []
+        poller = threading.Thread(target=lambda: answers.append(consumer.poll(0.5)))
+        poller.start()
+        poller.join(HANG_GUARD_S)
+        assert not poller.is_alive(), "poll did not return without a coordinator"
+        assert list(answers[0]) == [] and consumer.assignment() == []
+
+        broker.restart()
+        got: list[Any] = []
+        deadline = time.monotonic() + HANG_GUARD_S
+        while len(got) < 5 * PARTITIONS and time.monotonic() < deadline:
+            got.extend(consumer.poll(0.2))
+        assert sorted((r.partition, r.offset) for r in got) == [
+            (p, o) for p in range(PARTITIONS) for o in range(5)
+        ]
+        assert len(consumer.assignment()) == PARTITIONS
+    finally:
+        consumer.close()
