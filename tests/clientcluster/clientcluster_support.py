@@ -87,6 +87,19 @@ class LoopConsumer:
             self._thread.join(30)
 
 
+def wait_for(predicate: Callable[[], object], timeout: float, what: str) -> None:
+    """``wait_until`` for predicates that ask a cluster in motion: a request error or an
+    answer not yet complete (a replica or a topic not yet there) counts as "not yet"."""
+
+    def settled() -> object:
+        try:
+            return predicate()
+        except (AssertionError, OSError, IndexError, KeyError):
+            return False
+
+    wait_until(settled, timeout, what)
+
+
 def read(consumer: LoopConsumer, count: int, bound_s: float = READ_BOUND_S) -> list[ConsumerRecord]:
     """Poll until ``count`` records (exactly: more is a failure) or the hang guard."""
     got: list[ConsumerRecord] = []

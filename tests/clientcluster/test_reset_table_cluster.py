@@ -38,6 +38,7 @@ from clientcluster_support import (
     produce,
     raised,
     read,
+    wait_for,
 )
 
 from epochlog.client import (
@@ -48,7 +49,6 @@ from epochlog.client import (
     OffsetOutOfRangeError,
     TopicPartition,
 )
-from support.broker import wait_until
 
 POLICIES = ("none", "earliest", "latest", "closest")
 KNOWN = {p: f"known-{p}" for p in POLICIES}
@@ -144,12 +144,10 @@ def story(roles: Roles) -> Iterator[Story]:
                 )
                 assert produce(cluster.bootstrap, topic, batch(topic, first)) == list(range(5))
             for topic in TOPICS:
-                wait_until(
-                    lambda t=topic: cluster.log_end_offset(c, t) == 5, 60, f"C holds {topic}"
-                )
+                wait_for(lambda t=topic: cluster.log_end_offset(c, t) == 5, 60, f"C holds {topic}")
 
             cluster.pause(c)
-            wait_until(
+            wait_for(
                 lambda: all(
                     c not in cluster.metadata(t, via=k)["partitions"][0].isr for t in TOPICS
                 ),
@@ -184,10 +182,8 @@ def story(roles: Roles) -> Iterator[Story]:
             # First unclean election: C leads at e1 and takes NEW at 5..7.
             cluster.kill(a)
             cluster.resume(c)
-            wait_until(
-                lambda: leader_everywhere(roles, c, c, TOPICS), BOUND_S, "C elected uncleanly"
-            )
-            wait_until(lambda: serves(roles, c, TOPICS), 60, "C to serve as leader")
+            wait_for(lambda: leader_everywhere(roles, c, c, TOPICS), BOUND_S, "C elected uncleanly")
+            wait_for(lambda: serves(roles, c, TOPICS), 60, "C to serve as leader")
             e1 = s.epochs["e1"] = cluster.metadata(TOPICS[0], via=c)["partitions"][0].leader_epoch
             assert e1 > e_lost
             for topic in TOPICS:
@@ -230,14 +226,12 @@ def story(roles: Roles) -> Iterator[Story]:
 
             # Second unclean election: C dies, A returns and leads at e2 without e1.
             cluster.kill(c)
-            wait_until(
+            wait_for(
                 lambda: leader_everywhere(roles, k, -1, TOPICS), BOUND_S, "the partitions offline"
             )
             cluster.brokers[a].restart()
-            wait_until(
-                lambda: leader_everywhere(roles, a, a, TOPICS), BOUND_S, "A elected uncleanly"
-            )
-            wait_until(lambda: serves(roles, a, TOPICS), 60, "A to serve as leader")
+            wait_for(lambda: leader_everywhere(roles, a, a, TOPICS), BOUND_S, "A elected uncleanly")
+            wait_for(lambda: serves(roles, a, TOPICS), 60, "A to serve as leader")
             e2 = s.epochs["e2"] = cluster.metadata(TOPICS[0], via=a)["partitions"][0].leader_epoch
             assert e2 > e1
 
@@ -455,7 +449,7 @@ def test_out_of_range_too_low_column(roles: Roles, policy: str) -> None:
     cluster.create_topic(topic, assignment=[[k]], segment_bytes="150", retention_bytes="350")
     for i in range(10):
         assert cluster.produce(k, topic, [(b"k%d" % i, b"v" * 60)]) == (0, i)
-    wait_until(
+    wait_for(
         lambda: cluster.list_offsets(k, topic, timestamp=-2).offset > 0, 60, "retention to run"
     )
     start = cluster.list_offsets(k, topic, timestamp=-2).offset

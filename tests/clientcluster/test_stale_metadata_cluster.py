@@ -35,11 +35,11 @@ from clientcluster_support import (
     raised,
     read,
     start_ordered,
+    wait_for,
 )
 
 from epochlog.client import OffsetAndEpoch, TopicIdChangedError, TopicPartition
 from epochlog.client.positions import Phase
-from support.broker import wait_until
 from support.zookeeper import ZooKeeperServer
 
 BOUND_S = 120.0
@@ -105,23 +105,21 @@ def test_lagging_broker_metadata_refused_and_restart_waits_for_its_epoch(
     cluster.create_topic(topic, assignment=[[m, k]])
     first = [(b"first-%d" % i, b"v", now + i) for i in range(5)]
     assert produce(cluster.bootstrap, topic, first) == list(range(5))
-    wait_until(lambda: cluster.log_end_offset(k, topic) == 5, 60, "K to follow")
-    wait_until(lambda: metadata_leader(roles, topic, x)[0] == m, 60, "X to know the topic")
+    wait_for(lambda: cluster.log_end_offset(k, topic) == 5, 60, "K to follow")
+    wait_for(lambda: metadata_leader(roles, topic, x)[0] == m, 60, "X to know the topic")
     _, e0 = metadata_leader(roles, topic, x)
     # Commits go to a coordinator on K, which X knows of before it is cut off.
     cluster.create_topic(OFFSETS_TOPIC, assignment=[[k]], cleanup_policy="compact")
-    wait_until(
-        lambda: metadata_leader(roles, OFFSETS_TOPIC, x)[0] == k, 60, "X to know the offsets"
-    )
+    wait_for(lambda: metadata_leader(roles, OFFSETS_TOPIC, x)[0] == k, 60, "X to know the offsets")
 
     proxy.hold()  # X no longer hears from ZooKeeper
     try:
         cluster.brokers[m].stop()  # controlled shutdown: K leads at a new epoch
-        wait_until(lambda: metadata_leader(roles, topic, k)[0] == k, 60, "K to lead")
+        wait_for(lambda: metadata_leader(roles, topic, k)[0] == k, 60, "K to lead")
         _, e1 = metadata_leader(roles, topic, k)
         assert e1 > e0
         assert metadata_leader(roles, topic, x) == (m, e0)  # X lags, and answers so
-        wait_until(lambda: cluster.list_offsets(k, topic).error == 0, 60, "K to serve")
+        wait_for(lambda: cluster.list_offsets(k, topic).error == 0, 60, "K to serve")
         assert produce(on_k, topic, [(b"one", b"v", now + 5)]) == [5]
 
         with LogLines() as lines:
@@ -140,7 +138,7 @@ def test_lagging_broker_metadata_refused_and_restart_waits_for_its_epoch(
                 holder.seek(tp, 0)
                 held_read = read(holder, 6)
                 # Its refreshes (metadata.max.age.ms=0) now start with X, which lags.
-                wait_until(
+                wait_for(
                     lambda: (
                         holder.poll(0.2) == []
                         and any(ln.startswith("refused stale metadata") for ln in lines.lines)
@@ -167,7 +165,7 @@ def test_lagging_broker_metadata_refused_and_restart_waits_for_its_epoch(
                     assert not look.can_validate()
             finally:
                 proxy.release()
-            wait_until(lambda: metadata_leader(roles, topic, x) == (k, e1), 60, "X to catch up")
+            wait_for(lambda: metadata_leader(roles, topic, x) == (k, e1), 60, "X to catch up")
             try:
                 assert produce(on_k, topic, [(b"after", b"v", now + 6)]) == [6]
                 held_read += read(holder, 1)
@@ -215,7 +213,7 @@ def test_recreated_topic_is_reported_not_read_from_old_offsets(roles: Roles) -> 
         )
         admin = cluster.admin()
         admin.delete_topics([topic], operation_timeout=30)[topic].result(60)
-        wait_until(lambda: cluster.metadata(topic, via=k)["error"] != 0, 60, "the topic to be gone")
+        wait_for(lambda: cluster.metadata(topic, via=k)["error"] != 0, 60, "the topic to be gone")
         # Same name, same leader, same epoch: only the topic ID tells them apart.
         cluster.create_topic(topic, assignment=[[k], [k]])
         for p in (0, 1):
