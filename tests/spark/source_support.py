@@ -24,6 +24,7 @@ def produce(
     partition: int | None = 0,
     headers: list[tuple[str, bytes | None]] | None = None,
     keys: list[bytes] | None = None,
+    timestamps: list[int] | None = None,
 ) -> list[tuple[int, int]]:
     """Produce with acks=all and return each record's (partition, offset)."""
     with Producer({"bootstrap.servers": bootstrap, "linger.ms": 5}) as producer:
@@ -34,6 +35,7 @@ def produce(
                 key=None if keys is None else keys[i],
                 partition=partition,
                 headers=headers,
+                timestamp=None if timestamps is None else timestamps[i],
             )
             for i, v in enumerate(values)
         ]

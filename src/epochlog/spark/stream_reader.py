@@ -170,7 +170,8 @@ class EpochlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return input_partitions(self.options, ranges)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, EpochlogInputPartition)
+        if not isinstance(partition, EpochlogInputPartition):
+            return iter(())  # Spark's placeholder when there is nothing to read
         return read_partition(partition)
 
     def commit(self, end: dict) -> None:
