@@ -199,3 +199,16 @@ def test_recovery_keeps_other_partitions_going(tmp_path: Path) -> None:
             await admin.close()
 
     run(scenario)
+
+
+def test_sync_producer_reports_a_record_too_large_to_its_callback(module_broker) -> None:
+    from epochlog.client import Producer
+    from support.clients import create_topic
+
+    create_topic(module_broker.bootstrap, "big", 1)
+    seen: list[BaseException | None] = []
+    with Producer({"bootstrap.servers": module_broker.bootstrap, "max.request.size": 500}) as p:
+        future = p.produce("big", b"x" * 600, on_delivery=lambda err, meta: seen.append(err))
+        with pytest.raises(RecordTooLargeError, match="max.request.size"):
+            future.result(120)
+    assert len(seen) == 1 and isinstance(seen[0], RecordTooLargeError)

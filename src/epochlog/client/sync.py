@@ -76,8 +76,8 @@ class Producer:
         """Enqueue a record; the callback runs on the producer's thread when answered."""
 
         async def enqueue() -> RecordMetadata:
-            fut = await self._producer.send(topic, value, key, partition, headers, timestamp)
-            try:
+            try:  # a refusal at send time (max.request.size) reaches the callback too
+                fut = await self._producer.send(topic, value, key, partition, headers, timestamp)
                 meta = await fut
             except Exception as exc:
                 if on_delivery is not None:
