@@ -52,7 +52,11 @@ from epochlog.client import (
 
 POLICIES = ("none", "earliest", "latest", "closest")
 KNOWN = {p: f"known-{p}" for p in POLICIES}
-UNKNOWN = {**{p: f"unknown-{p}" for p in POLICIES}, "closest-nots": "unknown-closest-nots"}
+UNKNOWN = {
+    **{p: f"unknown-{p}" for p in POLICIES},
+    "closest-nots": "unknown-closest-nots",
+    "closest-late": "unknown-closest-late",
+}
 TOPICS = [*KNOWN.values(), *UNKNOWN.values()]
 ELECTIONS = (1, 2)
 BOUND_S = 120.0
@@ -126,6 +130,8 @@ def story(roles: Roles) -> Iterator[Story]:
     first = [(b"first-%d" % i, b"v", base + i) for i in range(5)]
     lost = [(b"lost-%d" % i, b"v", base + 10 + i) for i in range(5)]
     new = [(b"new-%d" % i, b"v", base + t) for i, t in enumerate((5, 6, 12))]
+    # On "*-late" topics the last record read is newer than anything A will hold.
+    late = [(b"new-%d" % i, b"v", base + t) for i, t in enumerate((5, 6, 30))]
     after = [(b"after-0", b"v", base + 20)]
 
     def batch(topic: str, recs: list[tuple[bytes, bytes, int]]) -> list[tuple[bytes, bytes, int]]:
@@ -187,7 +193,8 @@ def story(roles: Roles) -> Iterator[Story]:
             e1 = s.epochs["e1"] = cluster.metadata(TOPICS[0], via=c)["partitions"][0].leader_epoch
             assert e1 > e_lost
             for topic in TOPICS:
-                assert produce(cluster.live_bootstrap(), topic, batch(topic, new)) == [5, 6, 7]
+                written = late if topic.endswith("-late") else new
+                assert produce(cluster.live_bootstrap(), topic, batch(topic, written)) == [5, 6, 7]
             c_log = {i: Held(r[0], e_first) for i, r in enumerate(first)}
             c_log.update({5 + i: Held(r[0], e1) for i, r in enumerate(new)})
             s.held = {"A": a_log, "C": c_log}
@@ -215,7 +222,7 @@ def story(roles: Roles) -> Iterator[Story]:
                 consumer = consumers[topic] = LoopConsumer(
                     {
                         "bootstrap.servers": cluster.live_bootstrap(),
-                        "auto.offset.reset": policy.removesuffix("-nots"),
+                        "auto.offset.reset": policy.split("-")[0],
                         **CONSUMER,
                     }
                 )
@@ -247,7 +254,7 @@ def story(roles: Roles) -> Iterator[Story]:
                     got = read(consumer, 5 if topic in KNOWN.values() else 10)
                 elif topic in KNOWN.values():
                     got = read(consumer, 5)
-                elif policy in ("latest", "closest-nots"):
+                elif policy in ("latest", "closest-nots", "closest-late"):
                     settle(consumer, tp, 8)
                     assert produce(cluster.live_bootstrap(), topic, batch(topic, after)) == [10]
                     got = read(consumer, 1)
@@ -487,3 +494,17 @@ def test_out_of_range_too_low_column(roles: Roles, policy: str) -> None:
             )
     finally:
         consumer.close()
+
+
+def test_closest_with_unknown_divergence_and_no_later_record_goes_to_the_log_end(
+    story: Story,
+) -> None:
+    """The last record read (base+30) is newer than every record A holds: the lookup
+    by timestamp finds nothing, so closest falls back to the log end."""
+    out, moves = unknown_move(story, "closest-late")
+    tp = tp_of(UNKNOWN["closest-late"])
+    assert moves == [
+        f"{tp}: position 8 -> 10, skips offsets 8..9 "
+        "(truncation at an unknown offset: reset to the log end offset)"
+    ], out.lines
+    assert keyed(out.records) == [(10, b"after-0", story.epochs["e2"])]
