@@ -68,6 +68,16 @@ def test_recreated_topic_on_the_same_leader_and_epoch_is_reported(tmp_path: Path
                 for _ in range(50):
                     assert list(await consumer.poll(100)) == []
             assert raised.value.partitions == [TP]
+            # Assigned afresh (no position carried over), the new topic is read from
+            # the reset policy's start.
+            consumer.assign([])
+            consumer.assign([TP])
+            got = []
+            for _ in range(100):
+                got.extend(await consumer.poll(100))
+                if len(got) >= 6:
+                    break
+            assert [r.value for r in got] == [b"new-%d" % i for i in range(6)]
             for client in (consumer, producer, writer):
                 await client.close()
             await admin.close()

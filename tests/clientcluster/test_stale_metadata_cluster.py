@@ -223,5 +223,11 @@ def test_recreated_topic_is_reported_not_read_from_old_offsets(roles: Roles) -> 
         assert f"partitions in use: {topic}-0, {topic}-1" in str(error)
         # It stays reported: the consumer never reads the new topic from old offsets.
         assert isinstance(raised(consumer, TopicIdChangedError, BOUND_S), TopicIdChangedError)
+        # The application assigns afresh: the new topic is read from its start.
+        consumer.assign([])
+        consumer.assign(tps)
+        assert sorted((r.partition, r.offset, r.key) for r in read(consumer, 12)) == sorted(
+            (p, i, b"new-%d" % i) for p in (0, 1) for i in range(6)
+        )
     finally:
         consumer.close()

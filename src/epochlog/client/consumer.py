@@ -195,7 +195,10 @@ class AsyncConsumer:
 
     async def _refresh_metadata(self) -> None:
         try:
-            await self._cluster.refresh({tp.topic for tp in self._positions}, self._positions)
+            # A topic re-created under a position read from it is reported (KIP-232);
+            # partitions assigned afresh (no position yet) simply take the new topic.
+            read_from = [tp for tp, p in self._positions.items() if p.offset is not None]
+            await self._cluster.refresh({tp.topic for tp in self._positions}, read_from)
         except StaleMetadataError as exc:
             log.warning("%s", exc)
             return
