@@ -3,6 +3,7 @@ what the brokers kept in quarantine, and the checks that decide the exit code.""
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
@@ -68,8 +69,10 @@ def _error_lines(error: str) -> list[str]:
     if at < 0:
         return [f"the query stopped with: {error.splitlines()[0][:400]}"]
     text = error[at + len(marker) :].split(". The query stops", 1)[0]
+    losses = re.split(r"; (?=[\w.-]+-\d+: )", text)
+    # Under fail nothing resumes: leave out the policy's resume clause.
     return ["the query stopped (onTruncation=fail) on:"] + [
-        f"  {loss}" for loss in text.split("; ")
+        "  " + re.sub(r"; reading resumes at offset \d+$", "", loss) for loss in losses
     ]
 
 
