@@ -5,6 +5,7 @@ offsets_for_times keeps the answered leader epoch."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from pathlib import Path
 from typing import Any
@@ -128,6 +129,41 @@ def test_auto_commit_commits_records_already_returned(tmp_path: Path) -> None:
             reader = consumer(broker, "auto")
             assert (await reader.committed([TP]))[TP] == OffsetAndEpoch(5, 0)
             await reader.close()
+
+    run(scenario)
+
+
+def test_auto_commit_before_a_rebalance_hands_over_without_rereads(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path, **SETTINGS) as broker:
+            await create(broker, partitions=2)
+            await produce(broker, [b"a", b"b", b"c"], 1_000)  # all on t-0
+            # A long interval: only the commit before rejoining can store positions.
+            auto = {"enable.auto.commit": True, "auto.commit.interval.ms": 600_000}
+            first = consumer(broker, "handover", **auto)
+            first.subscribe(["t"])
+            await read(first, 3)
+            assert (await first.committed([TP]))[TP] is None
+
+            second = consumer(broker, "handover", **auto)
+            second.subscribe(["t"])
+            joining = asyncio.ensure_future(second.poll(100))  # its JoinGroup waits for first
+            got: list[Any] = []
+            for _ in range(POLLS):
+                if len(first.assignment()) == 1 and joining.done():
+                    break
+                got.extend(await first.poll(100))  # rejoins once its heartbeat tells it
+            assert joining.done() and got == []
+            await joining
+            assert (await first.committed([TP]))[TP] == OffsetAndEpoch(3, 0)
+            mine = first.assignment() + second.assignment()
+            assert sorted(mine) == [TP, TopicPartition("t", 1)]
+            await produce(broker, [b"d"], 2_000)
+            owner = first if first.assignment() == [TP] else second
+            records = await read(owner, 1)
+            assert [(r.offset, r.value) for r in records] == [(3, b"d")]  # nothing re-read
+            await first.close()
+            await second.close()
 
     run(scenario)
 

@@ -24,7 +24,7 @@ from epochlog_members import (
     wait_for,
 )
 
-from epochlog.client import OffsetAndEpoch, TopicPartition
+from epochlog.client import CommitFailedError, OffsetAndEpoch, TopicPartition
 from support.clients import create_topic
 
 
@@ -219,6 +219,9 @@ def test_a_member_that_stops_polling_leaves_after_max_poll_interval(tmp_path: An
             # Only ``live`` polls now: ``slow``'s heartbeat task gives its partition up.
             await poll_until(lambda: len(live.assignment()) == 2, live)
             assert slow.subscription() == ["t"]
+            # Out of the group, its commits are refused: the partition is live's now.
+            with pytest.raises(CommitFailedError, match="UNKNOWN_MEMBER_ID"):
+                await slow.commit({TopicPartition("t", 0): OffsetAndEpoch(0, 0)})
             # Polling again, ``slow`` rejoins and gets its share back.
             await poll_until(
                 lambda: len(slow.assignment()) == len(live.assignment()) == 1, slow, live

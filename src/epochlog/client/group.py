@@ -270,12 +270,16 @@ class GroupMembership(GroupCommits):
         ]
 
     def _membership_error(self, code: ErrorCode, what: str) -> None:
+        """REBALANCE_IN_PROGRESS: this generation still holds (commits are accepted
+        until the rejoin); ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID: it is over."""
         log.info("group %s: %s on %s; rejoining", self.group_id, code.name, what)
+        self.rejoin_needed = True
+        if code is ErrorCode.REBALANCE_IN_PROGRESS:
+            return
         if code is ErrorCode.UNKNOWN_MEMBER_ID:
             self.member_id, self.generation = "", NO_GENERATION
         elif code is ErrorCode.ILLEGAL_GENERATION:
             self.generation = NO_GENERATION
-        self.rejoin_needed = True
         self._stable = False
 
     async def _join(self, deadline: float | None = None) -> None:
@@ -445,6 +449,7 @@ class GroupMembership(GroupCommits):
                 self._coordinator_dead(code.name)
             elif code in MEMBERSHIP_ERRORS:
                 self._membership_error(code, "Heartbeat")
-                return
+                if code is not ErrorCode.REBALANCE_IN_PROGRESS:
+                    return  # heartbeats go on until the rejoin: the coordinator sees us alive
             elif code != ErrorCode.NONE and code not in RETRY_ERRORS:
                 log.warning("group %s: heartbeat answered %s", self.group_id, code.name)

@@ -62,6 +62,8 @@ class GroupCommits(abc.ABC):
     group_id: str
     member_id: str
     generation: int
+    subscription: list[str]
+    _stable: bool
 
     @abc.abstractmethod
     async def _send(self, request: Any, version: int, discover: bool = True) -> Any:
@@ -98,6 +100,13 @@ class GroupCommits(abc.ABC):
     async def commit(self, offsets: Mapping[TopicPartition, OffsetAndEpoch] | None = None) -> None:
         """OffsetCommit v8 with each position's leader epoch; by default the positions
         after the records already returned. Raises CommitFailedError after a rebalance."""
+        if self.subscription and not (self._stable and self.generation != NO_GENERATION):
+            # Subscribed but out of the group (rejoining, or left): the partitions may
+            # be another member's now; Kafka's consumers refuse such a commit too.
+            code = (
+                ErrorCode.REBALANCE_IN_PROGRESS if self.member_id else ErrorCode.UNKNOWN_MEMBER_ID
+            )
+            raise CommitFailedError(self.group_id, code)
         wanted = dict(self.consumed_positions() if offsets is None else offsets)
         attempt = 0
         deadline = self._clock.monotonic() + self._request_timeout_s
