@@ -91,13 +91,13 @@ def batch_writer(output: str, stats: PipelineStats) -> Any:
     def write(frame: Any, batch_id: int) -> None:
         events = event_rows(frame).persist()
         try:
-            ends = {
-                int(row["partition"]): int(row["end"])
-                for row in events.groupBy("partition")
-                .agg((F.max("offset") + 1).alias("end"))
+            per_partition = (
+                events.groupBy("partition")
+                .agg((F.max("offset") + 1).alias("end"), F.count("*").alias("rows"))
                 .collect()
-            }
-            rows = sum(int(r["n"]) for r in events.groupBy().agg(F.count("*").alias("n")).collect())
+            )
+            ends = {int(r["partition"]): int(r["end"]) for r in per_partition}
+            rows = sum(int(r["rows"]) for r in per_partition)
             if rows:
                 events.write.mode("overwrite").parquet(f"{output}/events/batch_id={batch_id}")
                 per_user(events).write.mode("overwrite").parquet(
