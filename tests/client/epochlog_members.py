@@ -1,4 +1,5 @@
-"""Group members on their own threads (epochlog's sync Consumer or kafka-python),
+"""Group members on their own threads (epochlog's sync Consumer, confluent-kafka or
+kafka-python),
 committing after every poll, and the waits and views the group tests share."""
 
 from __future__ import annotations
@@ -50,6 +51,23 @@ class Member(threading.Thread):
             )
             consumer.subscribe([self.topic])
             return consumer
+        if self.kind == "confluent":
+            import confluent_kafka as ck
+
+            consumer = ck.Consumer(
+                {
+                    "bootstrap.servers": self.bootstrap,
+                    "group.id": self.group,
+                    "client.id": self.name,
+                    "auto.offset.reset": "earliest",
+                    "enable.auto.commit": False,
+                    "session.timeout.ms": 10000,
+                    "heartbeat.interval.ms": 300,
+                    "partition.assignment.strategy": "range",
+                }
+            )
+            consumer.subscribe([self.topic])
+            return consumer
         from kafka import KafkaConsumer
 
         consumer = KafkaConsumer(
@@ -69,6 +87,12 @@ class Member(threading.Thread):
             records = consumer.poll(0.2)
             got = [(r.partition, r.offset, r.leader_epoch) for r in records]
             commit: Callable[[], None] = lambda: consumer.commit(records.next_offsets())  # noqa: E731
+        elif self.kind == "confluent":
+            got = []
+            for m in consumer.consume(100, 0.2):
+                if m.error() is None:
+                    got.append((m.partition(), m.offset(), m.leader_epoch()))
+            commit = lambda: self._confluent_commit(consumer, got)  # noqa: E731
         else:
             batches = consumer.poll(timeout_ms=200)
             got = [(m.partition, m.offset, m.leader_epoch) for b in batches.values() for m in b]
@@ -82,6 +106,18 @@ class Member(threading.Thread):
                 self.commit_errors.append(repr(exc))
         with self.lock:
             self.assigned = {tp.partition for tp in consumer.assignment()}
+
+    def _confluent_commit(self, consumer: Any, got: list[tuple[int, int, int]]) -> None:
+        import confluent_kafka as ck
+
+        last = {p: (o, e) for p, o, e in got}
+        consumer.commit(
+            offsets=[
+                ck.TopicPartition(self.topic, p, o + 1, leader_epoch=e)
+                for p, (o, e) in last.items()
+            ],
+            asynchronous=False,
+        )
 
     def _kafka_python_commit(self, consumer: Any, got: list[tuple[int, int, int]]) -> None:
         from kafka import TopicPartition as KafkaTopicPartition

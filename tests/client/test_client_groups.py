@@ -1,7 +1,8 @@
 """epochlog consumers in groups on a 6-partition topic of a real broker process: joins
 and leaves rebalance the partitions (range and roundrobin), commits carry leader
 epochs and come back, a restarted group resumes at the committed positions, and a
-group mixing epochlog and kafka-python members shares the topic."""
+group mixing epochlog members with kafka-python or confluent-kafka ones shares the
+topic."""
 
 from __future__ import annotations
 
@@ -88,15 +89,16 @@ def test_three_members_rebalance_commit_epochs_and_resume(broker_factory, strate
 
 
 @pytest.mark.interop
-def test_mixed_group_with_kafka_python_members(broker_factory) -> None:
+@pytest.mark.parametrize("other", ["kafka-python", "confluent"])
+def test_mixed_group_with_other_clients(broker_factory, other: str) -> None:
     broker = broker_factory(SETTINGS)
     bootstrap = broker.bootstrap
-    topic, group = "groups-mixed", "group-mixed"
+    topic, group = f"groups-mixed-{other}", f"group-mixed-{other}"
     create_topic(bootstrap, topic, PARTITIONS)
     produce(bootstrap, topic, 10, phase=1)
     members = [
         Member("epochlog", bootstrap, group, topic, "el-1"),
-        Member("kafka-python", bootstrap, group, topic, "kp-1"),
+        Member(other, bootstrap, group, topic, "other-1"),
         Member("epochlog", bootstrap, group, topic, "el-2"),
     ]
     try:
