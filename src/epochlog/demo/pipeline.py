@@ -68,15 +68,22 @@ class PipelineStats:
     last_batch_id: int = -1
     # partition -> the next offset after the highest one the pipeline has written
     read_up_to: dict[int, int] = field(default_factory=dict)
+    # partition -> the leader epoch of the last record written
+    read_epoch: dict[int, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def record(self, batch_id: int, rows: int, ends: dict[int, int]) -> None:
+    def record(self, batch_id: int, rows: int, ends: dict[int, tuple[int, int]]) -> None:
         with self.lock:
             self.batches += 1
             self.rows += rows
             self.last_batch_id = batch_id
-            for partition, end in ends.items():
+            for partition, (end, epoch) in ends.items():
                 self.read_up_to[partition] = end
+                self.read_epoch[partition] = epoch
+
+    def epochs(self) -> dict[int, int]:
+        with self.lock:
+            return dict(self.read_epoch)
 
     def snapshot(self) -> tuple[int, int, dict[int, int]]:
         with self.lock:
@@ -93,10 +100,14 @@ def batch_writer(output: str, stats: PipelineStats) -> Any:
         try:
             per_partition = (
                 events.groupBy("partition")
-                .agg((F.max("offset") + 1).alias("end"), F.count("*").alias("rows"))
+                .agg(
+                    (F.max("offset") + 1).alias("end"),
+                    F.count("*").alias("rows"),
+                    F.max("leaderEpoch").alias("epoch"),
+                )
                 .collect()
             )
-            ends = {int(r["partition"]): int(r["end"]) for r in per_partition}
+            ends = {int(r["partition"]): (int(r["end"]), int(r["epoch"])) for r in per_partition}
             rows = sum(int(r["rows"]) for r in per_partition)
             if rows:
                 events.write.mode("overwrite").parquet(f"{output}/events/batch_id={batch_id}")

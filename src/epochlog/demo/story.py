@@ -68,11 +68,20 @@ def _settled(cluster: DemoCluster, leaders: list[int], stats: PipelineStats, que
 
 
 def _caught_up(cluster: DemoCluster, stats: PipelineStats, query: Any) -> bool:
+    """The pipeline has written up to every partition's high watermark, records of the
+    current leader epoch included (an offset reached in the lost epoch is not enough:
+    the new leader may hold fewer records than were lost)."""
     if not query.isActive:
         return True
     _, _, read = stats.snapshot()
-    ends = {p: cluster.high_watermark(TOPIC, p) for p in range(len(cluster.partitions(TOPIC)))}
-    return all(read.get(p, 0) >= end for p, end in ends.items() if end > 0)
+    epochs = stats.epochs()
+    for p in cluster.partitions(TOPIC):
+        end = cluster.high_watermark(TOPIC, p.partition)
+        if end > 0 and (
+            read.get(p.partition, 0) < end or epochs.get(p.partition) != p.leader_epoch
+        ):
+            return False
+    return True
 
 
 def run(settings: Settings) -> int:
