@@ -55,6 +55,13 @@ def test_members_follow_the_coordinator_and_leaders_after_a_sigkill(tmp_path: Pa
             produce(cluster.live_bootstrap(), topic, 10, phase=2)
             wait_for(lambda: len(distinct(members)) >= 120, "every record read", members)
             wait_for(lambda: spread(members) == [2, 2, 2], "the group stable again", members)
+            # The admin client copes with the killed broker while it is still listed.
+            with Admin({"bootstrap.servers": cluster.live_bootstrap()}) as admin:
+                assert group in [g.group_id for g in admin.list_groups()]
+                described = admin.describe_groups([group])[group]
+                assert described.state == "Stable" and len(described.members) == 3
+                assigned = sorted(tp for m in described.members for tp in m.assignment)
+                assert assigned == [TopicPartition(topic, p) for p in range(PARTITIONS)]
             for m in members:
                 m.stop()
             assert distinct(members) == {(p, o) for p in range(PARTITIONS) for o in range(20)}

@@ -78,8 +78,15 @@ class GroupAdmin:
         if address is None:
             await self._cluster.refresh([])
             request = FindCoordinatorRequest(key_type=0, coordinator_keys=[group])
-            broker = min(self._cluster.cache.brokers)
-            (answer,) = (await self._cluster.send(broker, request, 4)).coordinators
+            answer = None
+            for broker in sorted(self._cluster.cache.brokers):  # a dead one may be listed
+                try:
+                    (answer,) = (await self._cluster.send(broker, request, 4)).coordinators
+                    break
+                except (ConnectionError, OSError):
+                    continue
+            if answer is None:
+                raise ConnectionError("no broker answered FindCoordinator")
             code = ErrorCode(answer.error_code)
             if code != ErrorCode.NONE:
                 raise _Retry(code)
@@ -119,13 +126,30 @@ class GroupAdmin:
 
     async def list_groups(self, states: Iterable[str] | None = None) -> list[GroupListing]:
         """Groups on every broker (each coordinates some), optionally by state."""
-        await self._cluster.refresh([])
         request = ListGroupsRequest(states_filter=list(states or []))
-        answers = await asyncio.gather(
-            *(self._cluster.send(b, request, 4) for b in sorted(self._cluster.cache.brokers))
-        )
+        clock = self._cluster.clock
+        deadline = clock.monotonic() + self._timeout_s
+        attempt = 0
+        while True:
+            await self._cluster.refresh([])
+            brokers = sorted(self._cluster.cache.brokers)
+            answers = await asyncio.gather(
+                *(self._cluster.send(b, request, 4) for b in brokers), return_exceptions=True
+            )
+            failed = [
+                f"broker {b}: {a}"
+                for b, a in zip(brokers, answers, strict=True)
+                if isinstance(a, BaseException)
+            ]
+            if not failed:
+                break
+            if clock.monotonic() >= deadline:
+                raise ConnectionError("ListGroups not answered: " + "; ".join(failed))
+            await clock.sleep(backoff_seconds(attempt, 100, 1000))
+            attempt += 1
         out = {}
         for answer in answers:
+            assert not isinstance(answer, BaseException)
             if answer.error_code != ErrorCode.NONE:
                 raise KafkaClientError(ErrorCode(answer.error_code), "ListGroups")
             for g in answer.groups:
