@@ -163,10 +163,8 @@ def test_lagging_broker_metadata_refused_and_restart_waits_for_its_epoch(
                     assert (look.leader, look.leader_epoch) == (m, e0), look
                     assert (look.offset, look.offset_epoch) == (6, e1), look
                     assert not look.can_validate()
-            finally:
                 proxy.release()
-            wait_for(lambda: metadata_leader(roles, topic, x) == (k, e1), 60, "X to catch up")
-            try:
+                wait_for(lambda: metadata_leader(roles, topic, x) == (k, e1), 60, "X to catch up")
                 assert produce(on_k, topic, [(b"after", b"v", now + 6)]) == [6]
                 held_read += read(holder, 1)
                 restarted_read = read(restarted, 1)
