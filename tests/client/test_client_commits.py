@@ -19,6 +19,7 @@ from epochlog.client import (
     LogTruncationError,
     OffsetAndEpoch,
     OffsetAndTimestamp,
+    TopicIdChangedError,
     TopicPartition,
 )
 from epochlog.client.admin import AsyncAdmin
@@ -242,6 +243,27 @@ def test_offsets_for_times_keeps_the_leader_epoch(tmp_path: Path) -> None:
                 TP: OffsetAndTimestamp(3, 5_000, 2)
             }
             assert await c.offsets_for_times({TP: 9_000}) == {TP: None}
+            await c.close()
+
+    run(scenario)
+
+
+def test_a_subscribed_topic_recreated_is_reported_not_read(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path, **SETTINGS) as broker:
+            await create(broker)
+            await produce(broker, [b"a", b"b"], 1_000)
+            c = consumer(broker, "recreated", **{"metadata.max.age.ms": 100})
+            c.subscribe(["t"])
+            await read(c, 2)
+            admin = AsyncAdmin(broker.seams.network, bootstrap(broker))
+            await admin.delete_topic("t")
+            await admin.create_topic("t", partitions=1, replication_factor=1)
+            await admin.close()
+            await produce(broker, [b"new"], 2_000)
+            with pytest.raises(TopicIdChangedError) as raised:
+                await read(c, 1)
+            assert raised.value.partitions == [TP]
             await c.close()
 
     run(scenario)

@@ -549,6 +549,7 @@ class AsyncConsumer:
             {_tp(tp): ts for tp, ts in timestamps.items()},
             self.config["request.timeout.ms"] / 1000,
             (self.config["retry.backoff.ms"], self.config["retry.backoff.max.ms"]),
+            in_use=list(self._positions),
         )
 
     async def close(self) -> None:

@@ -156,8 +156,10 @@ class GroupMembership(GroupCommits):
             self.rejoin_needed = True
 
     async def _partition_counts(self) -> dict[str, int]:
+        # With the partitions in use, so that a re-created topic is reported by the
+        # consumer (KIP-232) rather than silently applied to the shared metadata here.
         with contextlib.suppress(ClientError, ConnectionError, OSError):
-            await self._cluster.refresh(self.subscription)
+            await self._cluster.refresh(self.subscription, self._consumer.assignment())
         return {t: self._cluster.cache.partition_count(t) or 0 for t in self.subscription}
 
     async def _leave(self, why: str) -> None:
@@ -374,8 +376,8 @@ class GroupMembership(GroupCommits):
             m.member_id: assignors.decode_subscription(m.metadata) for m in joined.members
         }
         topics = sorted({t for ts in subscriptions.values() for t in ts})
-        with contextlib.suppress(ClientError):
-            await self._cluster.refresh(topics)
+        with contextlib.suppress(ClientError, ConnectionError, OSError):
+            await self._cluster.refresh(topics, self._consumer.assignment())
         counts = {t: self._cluster.cache.partition_count(t) or 0 for t in topics}
         return assignors.assign(self.protocol or self._strategies[0], subscriptions, counts)
 

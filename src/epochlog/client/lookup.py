@@ -5,7 +5,7 @@ answer carries. Used by ``AsyncConsumer.offsets_for_times`` and the admin client
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,18 +47,21 @@ async def list_offsets(
     timeout_s: float,
     backoff: tuple[int, int] = (100, 1000),
     isolation_level: int = 0,
+    in_use: Iterable[TopicPartition] = (),
 ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
     """For each partition the answer for its timestamp (or EARLIEST/LATEST); None when
     no record is at or after the timestamp. Leadership errors refresh metadata and are
-    retried until ``timeout_s``."""
+    retried until ``timeout_s``. ``in_use``: partitions the caller reads, for the
+    KIP-232 check of a re-created topic."""
     clock = cluster.clock
     deadline = clock.monotonic() + timeout_s
     pending = dict(wanted)
     out: dict[TopicPartition, OffsetAndTimestamp | None] = {}
     attempt = 0
     last: dict[TopicPartition, ErrorCode] = {}
+    in_use = list(in_use)
     while pending:
-        await cluster.refresh({tp.topic for tp in pending})
+        await cluster.refresh({tp.topic for tp in pending}, in_use)
         by_leader: dict[int, list[TopicPartition]] = {}
         for tp in pending:
             meta = cluster.cache.partition(tp)
