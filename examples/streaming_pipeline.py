@@ -107,6 +107,7 @@ def main() -> int:
         SparkSession.builder.master("local[2]")
         .appName("epochlog-pipeline")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .getOrCreate()
     )
@@ -133,15 +134,23 @@ def main() -> int:
     query = writer.start()
 
     seen_batch = -1
+
+    def report() -> None:
+        """Print each finished micro-batch once, with the source's decisions in it."""
+        nonlocal seen_batch
+        for progress in query.recentProgress:
+            if progress["batchId"] <= seen_batch:
+                continue
+            seen_batch = progress["batchId"]
+            print(f"batch {seen_batch}: {progress['numInputRows']} rows", flush=True)
+            for event in truncation_events(progress):
+                print(f"  source: {event.get('message')}", flush=True)
+
     try:
         while query.isActive:
-            progress = query.lastProgress
-            if progress is not None and progress["batchId"] != seen_batch:
-                seen_batch = progress["batchId"]
-                print(f"batch {seen_batch}: {progress['numInputRows']} rows", flush=True)
-                for event in truncation_events(progress):
-                    print(f"  source: {event.get('message')}", flush=True)
+            report()
             time.sleep(1)
+        report()
         query.awaitTermination()
     except KeyboardInterrupt:
         query.stop()
