@@ -268,6 +268,32 @@ def test_control_batches_give_no_rows_but_move_the_position() -> None:
     assert [p.next_offset for p in progress] == [4]
 
 
+def empty_data_batch(base_offset: int, last_offset_delta: int, epoch: int = 0) -> bytes:
+    """A data batch that kept no records (compaction keeps such batches for their
+    producer state)."""
+    data = bytearray(build_batch(SAMPLE[:1], base_offset=base_offset)[: b.HEADER_SIZE])
+    struct.pack_into(">i", data, b.BATCH_LENGTH, b.HEADER_SIZE - b.LOG_OVERHEAD)
+    struct.pack_into(">i", data, b.PARTITION_LEADER_EPOCH, epoch)
+    struct.pack_into(">i", data, b.LAST_OFFSET_DELTA, last_offset_delta)
+    struct.pack_into(">i", data, b.RECORDS_COUNT, 0)
+    struct.pack_into(">I", data, b.CRC, crc32c.crc32c(memoryview(data)[b.ATTRIBUTES :]))
+    return bytes(data)
+
+
+def test_batches_without_records_move_the_position_only() -> None:
+    alone = empty_data_batch(0, 4)
+    table = assert_same_as_record_path(alone, 0)
+    assert table.num_rows == 0
+    assert [p.next_offset for p in decode_fetched(alone, "t", 0, 0)[1]] == [5]
+    mixed = alone + build_batch(SAMPLE, base_offset=5) + empty_data_batch(11, 2)
+    table = assert_same_as_record_path(mixed, 0)
+    assert table.column("offset").to_pylist() == list(range(5, 11))
+    garbage = bytearray(alone + b"\x01\x02")
+    struct.pack_into(">i", garbage, b.BATCH_LENGTH, len(garbage) - b.LOG_OVERHEAD)
+    with pytest.raises(KafkaError):
+        decode_fetched(bytes(garbage), "t", 0, 0, check_crc=False)
+
+
 def test_fetch_position_inside_a_batch_and_batches_below_it() -> None:
     data = build_batch(SAMPLE, base_offset=10) + build_batch(SAMPLE, base_offset=16)
     for start in (0, 10, 13, 16, 19, 21, 22, 30):

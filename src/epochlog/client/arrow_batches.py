@@ -296,7 +296,7 @@ def _progress(walked: list[WalkedBatch], fields: Fields | None) -> list[Progress
             got = 0
             start = w.base_offset
         else:
-            got = rows[k]
+            got = rows[k] if rows else 0  # no rows at all: batches without records
             k += 1
             start = int(offsets[row]) if got else w.threshold
         if w.leader_epoch != last_epoch:

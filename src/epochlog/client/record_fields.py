@@ -149,6 +149,8 @@ def decode_walked(data: bytes, walked: list[WalkedBatch], check_crc: bool) -> Fi
     arr = np.frombuffer(data, dtype=np.uint8)
     starts = _record_starts(data, arr, bounds)
     if not starts.size:
+        if (bounds[:, 0] != bounds[:, 1]).any():
+            raise _invalid("bytes after a batch's last record")
         return None
     return _decode_records(data, arr, starts, bounds, np.array(meta, dtype=np.int64))
 
