@@ -18,6 +18,7 @@ from epochlog.spark.offsets import (
     plan_starts,
 )
 from epochlog.spark.options import EARLIEST, LATEST, SourceOptionError, parse_options
+from epochlog.spark.stream_reader import split_ranges
 
 TP = TopicPartition("t", 0)
 TP1 = TopicPartition("t", 1)
@@ -166,3 +167,19 @@ def test_limit_shares_max_rows_in_proportion_and_sums_exactly() -> None:
     assert sum(ends[tp] - starts[tp].offset for tp in starts) == 100
     assert ends == {TP: 52, TP1: 58}
     assert limit_ends(starts, {TP: 3, TP1: 10}, 100) == {TP: 3, TP1: 10}
+
+
+def test_min_partitions_cuts_ranges_in_proportion_and_keeps_the_start_epoch() -> None:
+    ranges = {
+        TP: (Position(10, 4), 310),
+        TP1: (Position(0), 100),
+        TopicPartition("u", 0): (Position(5), 5),
+    }
+    pieces = split_ranges(ranges, 4)
+    assert [(tp.partition, s.offset, s.epoch, u) for tp, s, u in pieces] == [
+        (0, 10, 4, 110),
+        (0, 110, -1, 210),
+        (0, 210, -1, 310),
+        (1, 0, -1, 100),
+    ]
+    assert split_ranges(ranges, None) == [(TP, Position(10, 4), 310), (TP1, Position(0), 100)]

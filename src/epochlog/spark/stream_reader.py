@@ -41,11 +41,33 @@ from epochlog.spark.partition_reader import EpochlogInputPartition, read_partiti
 log = logging.getLogger("epochlog.spark")
 
 
+def split_ranges(
+    ranges: dict[TopicPartition, tuple[Position, int]], min_partitions: int | None
+) -> list[tuple[TopicPartition, Position, int]]:
+    """Ranges with records, cut into at least ``min_partitions`` pieces in proportion to
+    their sizes (Spark's Kafka source does the same) so that every core reads. Only the
+    first piece of a range carries the start epoch that validates it."""
+    sized = [(tp, start, until) for tp, (start, until) in sorted(ranges.items())]
+    sized = [(tp, start, until) for tp, start, until in sized if until > start.offset]
+    total = sum(until - start.offset for _, start, until in sized)
+    if not min_partitions or len(sized) >= min_partitions or total == 0:
+        return sized
+    out = []
+    for tp, start, until in sized:
+        size = until - start.offset
+        pieces = max(1, min(size, -(-size * min_partitions // total)))
+        cuts = [start.offset + size * i // pieces for i in range(pieces)] + [until]
+        for i in range(pieces):
+            begin = start if i == 0 else Position(cuts[i])
+            out.append((tp, begin, cuts[i + 1]))
+    return out
+
+
 def input_partitions(
     options: SourceOptions,
     ranges: dict[TopicPartition, tuple[Position, int]],
 ) -> list[EpochlogInputPartition]:
-    """One Spark task per partition with records in its range."""
+    """One Spark task per range with records (see ``split_ranges``)."""
     config = options.consumer_config()
     return [
         EpochlogInputPartition(
@@ -58,8 +80,7 @@ def input_partitions(
             options.include_headers,
             options.poll_timeout_ms,
         )
-        for tp, (start, until) in sorted(ranges.items())
-        if until > start.offset
+        for tp, start, until in split_ranges(ranges, options.min_partitions)
     ]
 
 
