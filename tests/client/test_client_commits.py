@@ -134,6 +134,25 @@ def test_auto_commit_commits_records_already_returned(tmp_path: Path) -> None:
     run(scenario)
 
 
+def test_auto_commit_of_assigned_partitions_commits_as_a_standalone_consumer(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path, **SETTINGS) as broker:
+            await create(broker)
+            await produce(broker, [b"a", b"b", b"c"], 1_000)
+            c = consumer(
+                broker, "assigned", **{"enable.auto.commit": True, "auto.commit.interval.ms": 0}
+            )
+            c.assign([TP])
+            await read(c, 3)
+            await c.poll(0)
+            assert (await c.committed([TP]))[TP] == OffsetAndEpoch(3, 0)
+            await c.close()
+
+    run(scenario)
+
+
 def test_auto_commit_before_a_rebalance_hands_over_without_rereads(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with running_broker(tmp_path, **SETTINGS) as broker:

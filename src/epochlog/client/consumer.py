@@ -99,7 +99,10 @@ class AsyncConsumer:
         self._refresh_needed = True
         self._refreshed_at = float("-inf")
         self._retries = 0
+        # With group.id: commits, auto-commit (also of assigned partitions), subscribe.
         self._group: GroupMembership | None = None
+        if self.config["group.id"] is not None:
+            self._group = GroupMembership(self, self._cluster, self._clock)
 
     # -- assignment and positions ---------------------------------------------------
 

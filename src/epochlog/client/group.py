@@ -112,11 +112,16 @@ class GroupMembership(GroupCommits):
                 await self._commit_quietly("before rejoining")
             deadline = None if timeout_s is None else self._last_poll + timeout_s
             await self._join(deadline)
-        if self._auto_commit and self._stable:
+        if self._auto_commit and self._may_auto_commit():
             now = self._clock.monotonic()
             if now >= self._next_auto_commit:
                 self._next_auto_commit = now + self._auto_commit_s
                 await self._commit_quietly("auto-commit")
+
+    def _may_auto_commit(self) -> bool:
+        """In the group with an assignment, or reading assigned partitions (no
+        subscription: commits as a standalone consumer, as Kafka's do)."""
+        return self._stable if self.subscription else bool(self._consumer.assignment())
 
     async def unsubscribe(self) -> None:
         """Commit (with auto-commit), leave the group and read nothing more."""
@@ -128,7 +133,7 @@ class GroupMembership(GroupCommits):
 
     async def close(self) -> None:
         """Commit (with auto-commit), leave the group, stop heartbeating."""
-        if self._stable and self._auto_commit:
+        if self._auto_commit and self._may_auto_commit():
             await self._commit_quietly("on close")
         await self._leave("closing")
         if self._coordinator is not None:
