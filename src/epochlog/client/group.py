@@ -400,6 +400,7 @@ class GroupMembership(GroupCommits):
         self.rejoin_needed = False
         self._stable = True
         self._next_auto_commit = self._clock.monotonic() + self._auto_commit_s
+        self._last_poll = self._clock.monotonic()  # still inside poll: a long join is not idling
         self._heartbeat = asyncio.get_running_loop().create_task(
             self._heartbeat_loop(self.generation)
         )
