@@ -1,0 +1,199 @@
+"""Spark reading epochlog, as a ratio to Spark reading the same rows from parquet.
+
+One broker, one topic holding --records records of 100-byte values (produced once by
+confluent-kafka). Each run times:
+
+1. epochlog: ``spark.readStream.format("epochlog")`` with ``trigger(availableNow=True)``
+   into Spark's ``noop`` sink, from ``earliest`` with a fresh checkpoint;
+2. parquet: ``spark.read.parquet`` of the same rows (written once, in this run, from a
+   batch read of the topic) into ``noop``.
+
+Both on the same ``local[2]`` session. Medians of --runs runs and their ratio (target
+>= 0.5). ``--sink`` also times the epochlog sink writing the rows to a second topic.
+
+    python bench/spark_read.py [--records 1000000] [--runs 3] [--partitions 2] [--sink]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import confluent_kafka as ck
+from common import BrokerProcess, median
+from pyspark.sql import SparkSession
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from support.clients import create_topic  # noqa: E402
+
+VALUE_BYTES = 100
+# A hang guard for one streaming run, never a judgement of speed.
+RUN_BOUND_S = 1800.0
+
+
+def produce(bootstrap: str, topic: str, count: int) -> float:
+    """``count`` records with 100-byte values, keyed so they spread over partitions."""
+    producer = ck.Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 20,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
+    errors: list[object] = []
+
+    def done(err: object, _msg: object) -> None:
+        if err is not None:
+            errors.append(err)
+
+    start = time.perf_counter()
+    for i in range(count):
+        value = (b"%010d" % i).ljust(VALUE_BYTES, b"v")
+        while True:
+            try:
+                producer.produce(topic, value, key=b"%d" % i, on_delivery=done)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    left = producer.flush(600)
+    if left or errors:
+        raise SystemExit(f"produce failed: {left} undelivered, errors {errors[:3]}")
+    return count / (time.perf_counter() - start)
+
+
+def session() -> SparkSession:
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("epochlog-bench-spark-read")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def epochlog_stream_rate(
+    spark: SparkSession, bootstrap: str, topic: str, base: Path
+) -> tuple[float, int]:
+    """availableNow streaming read of the whole topic into noop: (rows/s, rows)."""
+    checkpoint = Path(tempfile.mkdtemp(dir=base, prefix="checkpoint-"))
+    stream = (
+        spark.readStream.format("epochlog")
+        .option("bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+    start = time.perf_counter()
+    query = (
+        stream.writeStream.format("noop")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    if not query.awaitTermination(RUN_BOUND_S):
+        query.stop()
+        raise SystemExit("the availableNow query did not finish")
+    elapsed = time.perf_counter() - start
+    if query.exception() is not None:
+        raise SystemExit(f"query failed: {query.exception()}")
+    rows = sum(p["numInputRows"] for p in query.recentProgress)
+    return rows / elapsed, rows
+
+
+def parquet_rate(spark: SparkSession, path: Path, rows: int) -> float:
+    """spark.read.parquet of the same rows into noop: rows/s."""
+    start = time.perf_counter()
+    spark.read.parquet(str(path)).write.format("noop").mode("overwrite").save()
+    return rows / (time.perf_counter() - start)
+
+
+def sink_rate(spark: SparkSession, bootstrap: str, source: Path, topic: str) -> float:
+    """The epochlog sink writing the parquet rows (key, value) to ``topic``: rows/s."""
+    df = spark.read.parquet(str(source)).select("key", "value")
+    rows = df.count()
+    start = time.perf_counter()
+    (
+        df.write.format("epochlog")
+        .option("bootstrap.servers", bootstrap)
+        .option("topic", topic)
+        .option("kafka.linger.ms", "20")
+        .option("kafka.batch.size", "262144")
+        .mode("append")
+        .save()
+    )
+    return rows / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--partitions", type=int, default=2)
+    parser.add_argument("--sink", action="store_true", help="also time the epochlog sink")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="epochlog-bench-spark-") as tmp:
+        base = Path(tmp)
+        broker = BrokerProcess(
+            log_dir=base / "logs",
+            output_dir=base,
+            settings={"num.partitions": args.partitions, "auto.create.topics.enable": "false"},
+        ).start()
+        try:
+            topic = "bench-spark-read"
+            create_topic(broker.bootstrap, topic, args.partitions)
+            produced = produce(broker.bootstrap, topic, args.records)
+            print(f"produced {args.records:,} records of {VALUE_BYTES} B: {produced:,.0f} rec/s")
+            spark = session()
+            try:
+                parquet = base / "rows.parquet"
+                (
+                    spark.read.format("epochlog")
+                    .option("bootstrap.servers", broker.bootstrap)
+                    .option("subscribe", topic)
+                    .option("startingOffsets", "earliest")
+                    .load()
+                    .write.parquet(str(parquet))
+                )
+                stored = spark.read.parquet(str(parquet)).count()
+                assert stored == args.records, f"parquet holds {stored} rows"
+                ours: list[float] = []
+                theirs: list[float] = []
+                for run in range(args.runs):
+                    rate, rows = epochlog_stream_rate(spark, broker.bootstrap, topic, base)
+                    assert rows == args.records, f"streamed {rows} rows"
+                    ours.append(rate)
+                    theirs.append(parquet_rate(spark, parquet, stored))
+                    print(
+                        f"run {run + 1}: epochlog {ours[-1]:>12,.0f} rows/s   "
+                        f"parquet {theirs[-1]:>12,.0f} rows/s   "
+                        f"ratio {ours[-1] / theirs[-1]:.2f}"
+                    )
+                print(
+                    f"median over {args.runs} runs: epochlog {median(ours):,.0f} rows/s, "
+                    f"parquet {median(theirs):,.0f} rows/s, "
+                    f"ratio {median(ours) / median(theirs):.2f} (target >= 0.5)"
+                )
+                if args.sink:
+                    create_topic(broker.bootstrap, "bench-spark-sink", args.partitions)
+                    rate = sink_rate(spark, broker.bootstrap, parquet, "bench-spark-sink")
+                    print(f"sink: {rate:,.0f} rows/s (df.write.format('epochlog'), local[2])")
+            finally:
+                spark.stop()
+        finally:
+            broker.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""The pipeline that test_exactly_once_driver_kill.py runs as its own Spark driver
+process: epochlog (the source) into parquet with a checkpoint, availableNow, in small
+micro-batches.
+
+With ``--hold-from-batch N`` the task of Spark partition 1 of every micro-batch from N
+on stops before handing over its rows (after writing a marker file) and waits for a
+gate file that the test never creates: the batch is then running, and other tasks may
+already have written their parquet files, when the test SIGKILLs this process group.
+
+    python driver_kill_pipeline.py BOOTSTRAP TOPIC CHECKPOINT OUTPUT MARKERS
+        [--max-offsets 4000] [--hold-from-batch N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+from pyspark import TaskContext
+from pyspark.sql import SparkSession
+
+# How long a held task waits for its gate before failing (the test kills it long before).
+HOLD_BOUND_S = 600.0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("bootstrap")
+    parser.add_argument("topic")
+    parser.add_argument("checkpoint")
+    parser.add_argument("output")
+    parser.add_argument("markers")
+    parser.add_argument("--max-offsets", type=int, default=4000)
+    parser.add_argument("--hold-from-batch", type=int, default=-1)
+    args = parser.parse_args()
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("epochlog-driver-kill")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("WARN")
+    hold_from = args.hold_from_batch
+    markers = args.markers
+
+    def hold(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        ctx = TaskContext.get()
+        assert ctx is not None
+        raw = ctx.getLocalProperty("streaming.sql.batchId")
+        batch_id = int(raw) if raw is not None else -1
+        if hold_from >= 0 and batch_id >= hold_from and ctx.partitionId() == 1:
+            Path(markers, f"holding-batch-{batch_id}").write_text(str(os.getpid()))
+            gate = Path(markers, "gate")
+            deadline = time.monotonic() + HOLD_BOUND_S
+            while not gate.exists():
+                if time.monotonic() > deadline:
+                    raise RuntimeError("held task was never killed")
+                time.sleep(0.05)
+        yield from batches
+
+    stream = (
+        spark.readStream.format("epochlog")
+        .option("bootstrap.servers", args.bootstrap)
+        .option("subscribe", args.topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(args.max_offsets))
+        .load()
+        .selectExpr("cast(value as string) as value", "partition", "offset")
+    )
+    held = stream.mapInArrow(hold, stream.schema)
+    query = (
+        held.writeStream.format("parquet")
+        .option("path", args.output)
+        .option("checkpointLocation", args.checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    progress = query.lastProgress
+    print(f"driver finished; last batch {progress['batchId'] if progress else None}", flush=True)
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
