@@ -120,5 +120,9 @@ class EventStream:
             return
         self._stop.set()
         self._thread.join(30)
-        self._producer.flush(flush_bound_s)
-        self._producer.close()
+        if not self._producer.flush(flush_bound_s):
+            print(f"producer: not every record was answered within {flush_bound_s:.0f} s")
+        try:
+            self._producer.close()
+        except Exception as exc:  # noqa: BLE001 - every answer is in; say it, go on
+            print(f"producer: close failed after the flush: {exc!r}", flush=True)
