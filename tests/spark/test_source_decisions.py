@@ -77,6 +77,8 @@ def test_options_follow_sparks_kafka_source() -> None:
         ({"bootstrap.servers": "h:1", "subscribe": "a", "onTruncation": "skip"}, "onTruncation"),
         ({"bootstrap.servers": "h:1", "subscribe": "a", "startingOffsets": "{"}, "startingOffsets"),
         ({"bootstrap.servers": "h:1", "subscribePattern": "("}, "subscribePattern"),
+        ({"bootstrap.servers": "h:1", "subscribe": "a", "kafka.no.such": "1"}, "kafka.no.such"),
+        ({"bootstrap.servers": "h:1", "subscribe": "a", "kafka.group.id": "g"}, "kafka.group.id"),
         (
             {"bootstrap.servers": "h:1", "subscribe": "a", "endingOffsets": "latest"},
             "endingOffsets",

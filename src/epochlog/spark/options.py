@@ -12,6 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from epochlog.client.config import consumer_config
+from epochlog.client.errors import ConfigError
+
 EARLIEST = -2
 LATEST = -1
 POLICIES = ("fail", "earliest", "latest", "closest")
@@ -204,11 +207,13 @@ def parse_options(options: Mapping[str, str], streaming: bool) -> SourceOptions:
         k = str(key)
         if k.lower().startswith(CLIENT_PREFIX) and k.lower() != "kafka.bootstrap.servers":
             client[k[len(CLIENT_PREFIX) :].lower()] = value
+    if "group.id" in client:
+        raise SourceOptionError("kafka.group.id", "the source assigns partitions itself")
     poll_timeout = _get(options, "kafkaConsumer.pollTimeoutMs")
     min_partitions = _get(options, "minPartitions")
     if min_partitions is not None and _int("minPartitions", min_partitions) < 1:
         raise SourceOptionError("minPartitions", "must be at least 1")
-    return SourceOptions(
+    parsed = SourceOptions(
         bootstrap_servers=servers,
         subscribe=tuple(t.strip() for t in subscribe.split(",") if t.strip()) if subscribe else (),
         subscribe_pattern=pattern,
@@ -229,3 +234,8 @@ def parse_options(options: Mapping[str, str], streaming: bool) -> SourceOptions:
         min_partitions=None if min_partitions is None else int(min_partitions),
         client_config=client,
     )
+    try:
+        consumer_config(parsed.consumer_config())
+    except ConfigError as exc:
+        raise SourceOptionError(f"kafka.{exc.setting}", str(exc)) from None
+    return parsed
