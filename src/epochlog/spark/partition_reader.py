@@ -3,9 +3,11 @@ with the epochlog client and yield Arrow record batches.
 
 ``read()`` runs in a Python worker on a pickled copy of the reader: everything it needs
 (client settings, the range, the epoch to validate the start with) travels in the
-``EpochlogInputPartition``. The start is sought with its epoch and
-``auto.offset.reset=none``, so a truncation between planning and reading fails the
-task (LogTruncationError) instead of reading other records than those planned."""
+``EpochlogInputPartition``. The start is sought with its epoch, so a truncation
+between planning and reading (or while a planned batch is replayed) is seen here too:
+with ``onTruncation=fail`` the task fails (LogTruncationError names the partition and
+the divergence offset); otherwise the client's ``earliest`` policy moves the position
+(logged by the client) and only rows inside the planned range are yielded."""
 
 from __future__ import annotations
 
@@ -33,15 +35,17 @@ class EpochlogInputPartition(InputPartition):
     config: dict[str, Any]
     include_headers: bool
     poll_timeout_ms: int
+    on_truncation: str = "fail"
 
     def __post_init__(self) -> None:
         InputPartition.__init__(self, (self.topic, self.partition, self.start, self.until))
 
 
-def _before(batch: pa.RecordBatch, until: int) -> pa.RecordBatch:
-    """The rows of one partition's batch (offsets ascending) below ``until``."""
+def _within(batch: pa.RecordBatch, start: int, until: int) -> pa.RecordBatch:
+    """The rows of one partition's batch (offsets ascending) in ``[start, until)``."""
     offsets = batch.column(batch.schema.get_field_index("offset")).to_numpy()
-    return batch.slice(0, int(np.searchsorted(offsets, until, side="left")))
+    first = int(np.searchsorted(offsets, start, side="left"))
+    return batch.slice(first, int(np.searchsorted(offsets, until, side="left")) - first)
 
 
 def read_partition(part: EpochlogInputPartition) -> Iterator[pa.RecordBatch]:
@@ -50,7 +54,8 @@ def read_partition(part: EpochlogInputPartition) -> Iterator[pa.RecordBatch]:
         return
     schema = arrow_schema(part.include_headers)
     tp = TopicPartition(part.topic, part.partition)
-    config = {**part.config, "auto.offset.reset": "none"}
+    reset = "none" if part.on_truncation == "fail" else "earliest"
+    config = {**part.config, "auto.offset.reset": reset}
     with Consumer(config) as consumer:
         consumer.assign([tp])
         epoch = part.start_epoch if part.start_epoch >= 0 else None
@@ -58,7 +63,7 @@ def read_partition(part: EpochlogInputPartition) -> Iterator[pa.RecordBatch]:
         waited_ms = 0
         step_s = 0.5
         while True:
-            batch = _before(consumer.poll_arrow(step_s), part.until)
+            batch = _within(consumer.poll_arrow(step_s), part.start, part.until)
             position = consumer.position(tp)
             if batch.num_rows:
                 waited_ms = 0

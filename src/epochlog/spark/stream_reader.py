@@ -79,6 +79,7 @@ def input_partitions(
             config,
             options.include_headers,
             options.poll_timeout_ms,
+            options.on_truncation,
         )
         for tp, start, until in split_ranges(ranges, options.min_partitions)
     ]
