@@ -552,7 +552,7 @@ class AsyncConsumer:
             {_tp(tp): ts for tp, ts in timestamps.items()},
             self.config["request.timeout.ms"] / 1000,
             (self.config["retry.backoff.ms"], self.config["retry.backoff.max.ms"]),
-            in_use=list(self._positions),
+            in_use=[tp for tp, p in self._positions.items() if p.offset is not None],
         )
 
     async def close(self) -> None:

@@ -160,11 +160,16 @@ class GroupMembership(GroupCommits):
             )
             self.rejoin_needed = True
 
+    def _read_from(self) -> list[TopicPartition]:
+        """Partitions with a position: a topic re-created under them is reported by the
+        consumer (KIP-232); ones assigned afresh simply take the new topic."""
+        return [tp for tp in self._consumer.assignment() if self._consumer.position(tp)]
+
     async def _partition_counts(self) -> dict[str, int]:
-        # With the partitions in use, so that a re-created topic is reported by the
+        # With the partitions read from, so that a re-created topic is reported by the
         # consumer (KIP-232) rather than silently applied to the shared metadata here.
         with contextlib.suppress(ClientError, ConnectionError, OSError):
-            await self._cluster.refresh(self.subscription, self._consumer.assignment())
+            await self._cluster.refresh(self.subscription, self._read_from())
         return {t: self._cluster.cache.partition_count(t) or 0 for t in self.subscription}
 
     async def _leave(self, why: str) -> None:
@@ -382,7 +387,7 @@ class GroupMembership(GroupCommits):
         }
         topics = sorted({t for ts in subscriptions.values() for t in ts})
         with contextlib.suppress(ClientError, ConnectionError, OSError):
-            await self._cluster.refresh(topics, self._consumer.assignment())
+            await self._cluster.refresh(topics, self._read_from())
         counts = {t: self._cluster.cache.partition_count(t) or 0 for t in topics}
         return assignors.assign(self.protocol or self._strategies[0], subscriptions, counts)
 
