@@ -44,7 +44,22 @@ class Record:
 # the decoder inlines those two cases, which cover lengths up to 8 KiB.
 _ZZ = tuple((v >> 1) ^ -(v & 1) for v in range(1 << 14))
 # Encoded bytes of every value whose zig-zag form fits one byte (-64..63).
-_ONE_BYTE = {(v >> 1) ^ -(v & 1): bytes((v,)) for v in range(128)}
+# Every one- and two-byte varint, indexed by value + _SMALL_BIAS: the producer's hot path
+# (offset deltas, timestamp deltas, lengths) is almost always in this range.
+_SMALL_BIAS = 8192
+
+
+def _encode_varint_slow(value: int) -> bytes:
+    v = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+_SMALL = [_encode_varint_slow(v) for v in range(-_SMALL_BIAS, _SMALL_BIAS)]
 _VARINT_MAX_BYTES = 5
 _VARLONG_MAX_BYTES = 10
 
@@ -75,16 +90,9 @@ def decode_varint(buf: Buffer, pos: int = 0, *, long: bool = False) -> tuple[int
 
 def encode_varint(value: int) -> bytes:
     """Zig-zag varint (or varlong: the encoding is the same) of a signed 64-bit value."""
-    one = _ONE_BYTE.get(value)
-    if one is not None:
-        return one
-    v = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
+    if -_SMALL_BIAS <= value < _SMALL_BIAS:
+        return _SMALL[value + _SMALL_BIAS]
+    return _encode_varint_slow(value)
 
 
 def varint_size(value: int) -> int:
@@ -327,10 +335,10 @@ def build_batch(
     """
     if not records:
         raise ValueError("a record batch needs at least one record")
-    body = bytearray()
-    write = body.extend
+    pieces: list[bytes] = []
+    add = pieces.append
     enc = encode_varint
-    one = _ONE_BYTE
+    small, bias = _SMALL, _SMALL_BIAS
     base_timestamp = max_timestamp = None
     for index, rec in enumerate(records):
         key, value, headers, timestamp = _fields(rec)
@@ -342,36 +350,38 @@ def build_batch(
             base_timestamp = max_timestamp = timestamp
         elif timestamp > max_timestamp:
             max_timestamp = timestamp
-        part = bytearray(b"\x00")  # record attributes
-        part += enc(timestamp - base_timestamp)
-        part += one.get(index) or enc(index)
+        delta = timestamp - base_timestamp
+        # attributes, timestamp delta, offset delta; then key, value, headers
+        fields = [
+            b"\x00",
+            small[delta + bias] if -bias <= delta < bias else enc(delta),
+            small[index + bias] if index < bias else enc(index),
+        ]
         if key is None:
-            part += b"\x01"
+            fields.append(b"\x01")
         else:
-            part += enc(len(key))
-            part += key
+            fields += (enc(len(key)), key)
         if value is None:
-            part += b"\x01"
+            fields.append(b"\x01")
         else:
-            part += enc(len(value))
-            part += value
+            fields += (enc(len(value)), value)
         if not headers:
-            part += b"\x00"
+            fields.append(b"\x00")
         else:
             headers = list(headers)
-            part += enc(len(headers))
+            fields.append(enc(len(headers)))
             for header_key, header_value in headers:
                 if isinstance(header_key, str):
                     header_key = header_key.encode()
-                part += enc(len(header_key))
-                part += header_key
+                fields += (enc(len(header_key)), header_key)
                 if header_value is None:
-                    part += b"\x01"
+                    fields.append(b"\x01")
                 else:
-                    part += enc(len(header_value))
-                    part += header_value
-        write(enc(len(part)))
-        write(part)
+                    fields += (enc(len(header_value)), header_value)
+        record = b"".join(fields)
+        add(enc(len(record)))
+        add(record)
+    body = b"".join(pieces)
     count = len(records)
     if compression:
         body = _compress(compression, body)
