@@ -90,7 +90,9 @@ def read_output(df: DataFrame, out: Path) -> DataFrame:
 
 def offset_log(checkpoint: Path) -> list[dict[str, Any]]:
     """The source's end offset of every planned batch, from the checkpoint."""
-    out = []
+    out: list[dict[str, Any]] = []
+    if not (checkpoint / "offsets").exists():
+        return out
     files = sorted(
         (p for p in (checkpoint / "offsets").iterdir() if p.name.isdigit()),
         key=lambda p: int(p.name),
@@ -99,3 +101,9 @@ def offset_log(checkpoint: Path) -> list[dict[str, Any]]:
         lines = path.read_text().splitlines()
         out.append(json.loads(lines[2]))
     return out
+
+
+def committed(checkpoint: Path) -> int:
+    """How many batches the query committed (its sink wrote them)."""
+    commits = checkpoint / "commits"
+    return sum(1 for p in commits.iterdir() if p.name.isdigit()) if commits.exists() else 0
