@@ -43,9 +43,6 @@ def spark() -> Iterator[SparkSession]:
         .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
-        # A Python worker may take long to start on a loaded 2-core machine: wait for it
-        # to connect back (default 15 s) rather than fail the query.
-        .config("spark.python.authenticate.socketTimeout", "120s")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("WARN")
