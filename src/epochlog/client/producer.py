@@ -240,10 +240,19 @@ class AsyncProducer:
     ) -> asyncio.Future[RecordMetadata]:
         """Enqueue one record; the returned future completes when it is acknowledged.
         Records are enqueued in the order of the calls."""
+        if self._sender is not None and not self._enqueue_lock.locked():
+            # Started, metadata known, nobody waiting ahead: append without suspending.
+            count = self._cluster.cache.partition_count(topic)
+            if count is not None:
+                return self._append(topic, value, key, partition, headers, timestamp, count)
         async with self._enqueue_lock:
-            return await self._enqueue(topic, value, key, partition, headers, timestamp)
+            if self._closed:
+                raise RuntimeError("producer is closed")
+            await self._start()
+            count = await self.partitions_for(topic)
+            return self._append(topic, value, key, partition, headers, timestamp, count)
 
-    async def _enqueue(
+    def _append(
         self,
         topic: str,
         value: bytes | None,
@@ -251,31 +260,30 @@ class AsyncProducer:
         partition: int | None,
         headers: Headers | None,
         timestamp: int | None,
+        count: int,
     ) -> asyncio.Future[RecordMetadata]:
         if self._closed:
             raise RuntimeError("producer is closed")
-        await self._start()
-        count = await self.partitions_for(topic)
         if partition is None:
             partition = self._partitioner.partition(topic, key, count)
         elif not 0 <= partition < count:
             raise ValueError(f"partition {partition} of {topic}, which has {count}")
         tp = TopicPartition(topic, partition)
-        hdrs = [(k, v) for k, v in headers or ()]
+        size = RECORD_OVERHEAD + len(key or b"") + len(value or b"")
+        hdrs: list[tuple[str, bytes | None]] = []
+        if headers:
+            hdrs = [(k, v) for k, v in headers]
+            size += sum(len(k.encode()) + len(v or b"") for k, v in hdrs)
+        limit = self.config["max.request.size"]
+        if size + BATCH_OVERHEAD > limit:
+            raise RecordTooLargeError(tp, size + BATCH_OVERHEAD, limit)
         future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
         record = _Record(
             key, value, hdrs, self._clock.time_ms() if timestamp is None else timestamp, future
         )
-        size = (
-            RECORD_OVERHEAD
-            + len(key or b"")
-            + len(value or b"")
-            + sum(len(k.encode()) + len(v or b"") for k, v in hdrs)
-        )
-        limit = self.config["max.request.size"]
-        if size + BATCH_OVERHEAD > limit:
-            raise RecordTooLargeError(tp, size + BATCH_OVERHEAD, limit)
-        queue = self._queues.setdefault(tp, deque())
+        queue = self._queues.get(tp)
+        if queue is None:
+            queue = self._queues[tp] = deque()
         batch = queue[-1] if queue and queue[-1].payload is None else None
         room = min(self.config["batch.size"], limit - BATCH_OVERHEAD)
         if batch is None or (batch.records and batch.size + size > room):
@@ -284,10 +292,9 @@ class AsyncProducer:
         batch.records.append(record)
         batch.size += size
         self._idle.clear()
-        if batch.size >= self.config["batch.size"] or len(queue) > 1:
+        if len(batch.records) == 1 or len(queue) > 1 or batch.size >= self.config["batch.size"]:
+            # A new batch (the sender must learn when its linger ends) or a full one.
             self._wake.set()
-        elif len(batch.records) == 1:
-            self._wake.set()  # the sender must learn when this batch's linger ends
         return future
 
     async def send_and_wait(self, topic: str, value: bytes | None = None, **kw: Any) -> Any:
@@ -295,6 +302,8 @@ class AsyncProducer:
 
     async def flush(self, timeout: float | None = None) -> bool:
         """Send everything now and wait for every answer; False if ``timeout`` passed."""
+        async with self._enqueue_lock:  # sends waiting for metadata are enqueued first
+            pass
         self._flushing += 1
         self._wake.set()
         try:

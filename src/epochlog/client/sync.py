@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import threading
+from collections import deque
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pyarrow as pa
@@ -20,6 +23,7 @@ from epochlog.client.producer import AsyncProducer, Headers, RecordMetadata
 from epochlog.seams import Seams
 
 T = TypeVar("T")
+log = logging.getLogger("epochlog.client.sync")
 DeliveryCallback = Callable[[BaseException | None, RecordMetadata | None], None]
 
 
@@ -49,10 +53,18 @@ async def _call(fn: Callable[[], T]) -> T:
 
 
 class Producer:
-    """confluent-kafka-like: ``produce`` with an ``on_delivery`` callback, ``flush``."""
+    """confluent-kafka-like: ``produce`` with an ``on_delivery`` callback, ``flush``.
+
+    ``produce`` only appends to a hand-off queue; one drain task on the producer's loop
+    moves every waiting record into the AsyncProducer, so a burst of records costs one
+    thread wake-up, not one per record, and call order is kept."""
 
     def __init__(self, config: Mapping[str, object], seams: Seams | None = None) -> None:
         self._thread = _LoopThread("epochlog-producer")
+        self._handoff: deque[_Handoff] = deque()
+        self._drain_lock = threading.Lock()
+        self._draining = False
+        self._drain_task: asyncio.Task[None] | None = None
 
         async def make() -> AsyncProducer:
             return AsyncProducer(config, seams)
@@ -74,26 +86,50 @@ class Producer:
         on_delivery: DeliveryCallback | None = None,
     ) -> Future[RecordMetadata]:
         """Enqueue a record; the callback runs on the producer's thread when answered."""
+        done: Future[RecordMetadata] = Future()
+        self._handoff.append(
+            _Handoff(topic, value, key, partition, headers, timestamp, on_delivery, done)
+        )
+        with self._drain_lock:
+            start = not self._draining
+            self._draining = True
+        if start:
+            self._thread.loop.call_soon_threadsafe(self._start_drain)
+        return done
 
-        async def enqueue() -> RecordMetadata:
-            try:  # a refusal at send time (max.request.size) reaches the callback too
-                fut = await self._producer.send(topic, value, key, partition, headers, timestamp)
-                meta = await fut
-            except Exception as exc:
-                if on_delivery is not None:
-                    on_delivery(exc, None)
-                raise
-            if on_delivery is not None:
-                on_delivery(None, meta)
-            return meta
+    def _start_drain(self) -> None:
+        self._drain_task = self._thread.loop.create_task(self._drain())
 
-        return self._thread.submit(enqueue())
+    async def _drain(self) -> None:
+        while True:
+            while self._handoff:
+                await self._send(self._handoff.popleft())
+            with self._drain_lock:
+                if not self._handoff:  # checked under the lock produce() takes
+                    self._draining = False
+                    return
+
+    async def _send(self, item: _Handoff) -> None:
+        try:  # a refusal at send time (max.request.size) reaches the callback too
+            fut = await self._producer.send(
+                item.topic, item.value, item.key, item.partition, item.headers, item.timestamp
+            )
+        except Exception as exc:
+            item.settle(exc, None)
+            return
+        fut.add_done_callback(item.settle_from)
 
     def flush(self, timeout: float | None = None) -> bool:
-        return self._thread.run(self._producer.flush(timeout))
+        async def flush() -> bool:
+            if self._drain_task is not None:  # records handed over before this call
+                await asyncio.shield(self._drain_task)
+            return await self._producer.flush(timeout)
+
+        return self._thread.run(flush())
 
     def close(self) -> None:
         try:
+            self.flush()
             self._thread.run(self._producer.close())
         finally:
             self._thread.stop()
@@ -103,6 +139,39 @@ class Producer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@dataclass(slots=True)
+class _Handoff:
+    """One ``produce`` call on its way from the caller's thread to the loop."""
+
+    topic: str
+    value: bytes | None
+    key: bytes | None
+    partition: int | None
+    headers: Headers | None
+    timestamp: int | None
+    on_delivery: DeliveryCallback | None
+    done: Future[RecordMetadata]
+
+    def settle(self, error: BaseException | None, meta: RecordMetadata | None) -> None:
+        if self.on_delivery is not None:
+            try:
+                self.on_delivery(error, meta)
+            except Exception:  # a callback's bug must not stop other deliveries
+                log.exception("on_delivery callback failed")
+        if error is not None:
+            self.done.set_exception(error)
+        else:
+            self.done.set_result(meta)  # type: ignore[arg-type]
+
+    def settle_from(self, fut: asyncio.Future[RecordMetadata]) -> None:
+        if fut.cancelled():
+            self.settle(asyncio.CancelledError(), None)
+        elif fut.exception() is not None:
+            self.settle(fut.exception(), None)
+        else:
+            self.settle(None, fut.result())
 
 
 class Admin:
