@@ -18,7 +18,7 @@ from epochlog.spark.offsets import (
     plan_starts,
 )
 from epochlog.spark.options import EARLIEST, LATEST, SourceOptionError, parse_options
-from epochlog.spark.stream_reader import split_ranges
+from epochlog.spark.stream_reader import EpochlogStreamReader, split_ranges
 
 TP = TopicPartition("t", 0)
 TP1 = TopicPartition("t", 1)
@@ -185,3 +185,24 @@ def test_min_partitions_cuts_ranges_in_proportion_and_keeps_the_start_epoch() ->
         (1, 0, -1, 100),
     ]
     assert split_ranges(ranges, None) == [(TP, Position(10, 4), 310), (TP1, Position(0), 100)]
+
+
+def test_a_replayed_batch_is_planned_from_the_two_offsets_alone() -> None:
+    """partitions(start, end) asks nobody: the moved start recorded in the end offset is
+    where the batch begins, so a replay from the checkpoint reads the same ranges."""
+    options = parse_options({"bootstrap.servers": "127.0.0.1:1", "subscribe": "t"}, True)
+    reader = EpochlogStreamReader(options)
+    start = SourceOffset({"t": "id-1"}, {TP: Position(10, 2), TP1: Position(3, 0)}).to_json()
+    end = SourceOffset(
+        {"t": "id-1"},
+        {TP: Position(8, 3), TP1: Position(3, 0)},
+        starts={TP: Position(5, 1)},
+        events=[{"event": "truncation", "message": "m"}],
+    ).to_json()
+    end = json.loads(json.dumps(end))
+    parts = reader.partitions(start, end)
+    assert [(p.topic, p.partition, p.start, p.start_epoch, p.until) for p in parts] == [
+        ("t", 0, 5, 1, 8)
+    ]
+    assert parts[0].on_truncation == "fail"
+    assert parts[0].config["bootstrap.servers"] == "127.0.0.1:1"
