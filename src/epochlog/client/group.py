@@ -70,6 +70,7 @@ class GroupMembership(GroupCommits):
         self._backoff = (c["retry.backoff.ms"], c["retry.backoff.max.ms"])
         self._request_timeout_s: float = c["request.timeout.ms"] / 1000
         self._client_id: str = c["client.id"]
+        self._bootstrap: list[tuple[str, int]] = c["bootstrap.servers"]
         self.subscription: list[str] = []
         self.member_id = ""
         self.generation = NO_GENERATION
@@ -240,15 +241,19 @@ class GroupMembership(GroupCommits):
             return self._coordinator
 
     async def _find_coordinator(self) -> tuple[int, str, int] | None:
-        if not self._cluster.cache.brokers:
-            await self._cluster.refresh([])
+        """Ask the known brokers, then the bootstrap servers. No metadata is fetched
+        here: the consumer's first topic metadata comes from where it would without a
+        group (its bootstrap), which KIP-232's stale-epoch check relies on."""
         request = FindCoordinatorRequest(key_type=0, coordinator_keys=[self.group_id])
-        last: Exception | None = None
-        for broker in sorted(self._cluster.cache.brokers):
+        known = [self._cluster.cache.brokers[b] for b in sorted(self._cluster.cache.brokers)]
+        addresses = known + [a for a in self._bootstrap if a not in known]
+        problems = []
+        for address in addresses:
             try:
-                response = await self._cluster.send(broker, request, FIND_COORDINATOR_VERSION)
+                conn = await self._cluster.connection_to(address)
+                response = await conn.send(request, FIND_COORDINATOR_VERSION)
             except (ConnectionError, OSError) as exc:
-                last = exc
+                problems.append(f"{address[0]}:{address[1]}: {exc}")
                 continue
             (answer,) = response.coordinators
             code = ErrorCode(answer.error_code)
@@ -256,10 +261,7 @@ class GroupMembership(GroupCommits):
                 log.info("group %s: FindCoordinator answered %s", self.group_id, code.name)
                 return None
             return answer.node_id, answer.host, answer.port
-        await self._cluster.refresh([])
-        if last is not None:
-            raise ConnectionError(f"no broker answered FindCoordinator: {last}")
-        return None
+        raise ConnectionError("no broker answered FindCoordinator: " + "; ".join(problems))
 
     async def _send(self, request: Any, version: int, discover: bool = True) -> Any:
         """One request to the coordinator; a lost connection raises CoordinatorLost."""
