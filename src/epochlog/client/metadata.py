@@ -294,6 +294,7 @@ class Cluster:
             attempt += 1
 
     async def close(self) -> None:
-        for conn in self._connections.values():
+        # Taken out first: a task still running may open or drop a connection meanwhile.
+        connections, self._connections = list(self._connections.values()), {}
+        for conn in connections:
             await conn.close()
-        self._connections.clear()
