@@ -16,7 +16,7 @@ from epochlog.client.errors import (
 )
 from epochlog.client.group_commits import CommitFailedError
 from epochlog.client.lookup import OffsetAndTimestamp
-from epochlog.client.producer import AsyncProducer, RecordMetadata
+from epochlog.client.producer import AsyncProducer, RecordMetadata, RecordTooLargeError
 from epochlog.client.sync import Admin, Consumer, Producer
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "OffsetOutOfRangeError",
     "Producer",
     "RecordMetadata",
+    "RecordTooLargeError",
     "StaleMetadataError",
     "TopicIdChangedError",
     "TopicPartition",
