@@ -64,6 +64,8 @@ class BrokerConnection:
                 if entry is None:
                     raise ConnectionError(f"response to unknown correlation id {correlation_id}")
                 spec, version, future = entry
+                if future.done():  # its caller was cancelled (a timeout): drop the answer
+                    continue
                 try:
                     response = spec.response.decode(data, version=version, header=True)
                 except Exception as exc:
