@@ -12,6 +12,7 @@ Both on the same ``local[2]`` session. Medians of --runs runs and their ratio (t
 >= 0.5). ``--sink`` also times the epochlog sink writing the rows to a second topic.
 
     python bench/spark_read.py [--records 1000000] [--runs 3] [--partitions 2] [--sink]
+        [--option kafka.max.partition.fetch.bytes=8388608 ...]
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ def session() -> SparkSession:
 
 
 def epochlog_stream_rate(
-    spark: SparkSession, bootstrap: str, topic: str, base: Path
+    spark: SparkSession, bootstrap: str, topic: str, base: Path, options: dict[str, str]
 ) -> tuple[float, int]:
     """availableNow streaming read of the whole topic into noop: (rows/s, rows)."""
     checkpoint = Path(tempfile.mkdtemp(dir=base, prefix="checkpoint-"))
@@ -92,6 +93,7 @@ def epochlog_stream_rate(
         .option("bootstrap.servers", bootstrap)
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
+        .options(**options)
         .load()
     )
     start = time.perf_counter()
@@ -141,7 +143,15 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--sink", action="store_true", help="also time the epochlog sink")
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a source option for the streaming read, e.g. kafka.max.partition.fetch.bytes=8388608",
+    )
     args = parser.parse_args()
+    options = dict(o.split("=", 1) for o in args.option)
 
     with tempfile.TemporaryDirectory(prefix="epochlog-bench-spark-") as tmp:
         base = Path(tmp)
@@ -171,7 +181,7 @@ def main() -> None:
                 ours: list[float] = []
                 theirs: list[float] = []
                 for run in range(args.runs):
-                    rate, rows = epochlog_stream_rate(spark, broker.bootstrap, topic, base)
+                    rate, rows = epochlog_stream_rate(spark, broker.bootstrap, topic, base, options)
                     assert rows == args.records, f"streamed {rows} rows"
                     ours.append(rate)
                     theirs.append(parquet_rate(spark, parquet, stored))
