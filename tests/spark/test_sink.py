@@ -265,3 +265,18 @@ def test_overwrite_is_refused(spark: SparkSession, spark_broker: BrokerProcess) 
     df = spark.createDataFrame([(b"v",)], "value binary")
     writer = sink(df.write, spark_broker).option("topic", "t").mode("overwrite")
     assert "overwrite is not supported" in _error_of(writer.save)  # type: ignore[attr-defined]
+
+
+def test_a_topic_that_does_not_exist_fails_the_write_naming_it(
+    spark: SparkSession, spark_broker: BrokerProcess
+) -> None:
+    """The sink does not create topics (the broker refuses auto-creation here)."""
+    df = spark.createDataFrame([(b"v",)], "value binary").coalesce(1)
+    writer = (
+        sink(df.write, spark_broker)
+        .option("topic", "sink-no-such-topic")
+        .option("kafka.request.timeout.ms", "3000")
+        .mode("append")
+    )
+    message = _error_of(writer.save)  # type: ignore[attr-defined]
+    assert "sink-no-such-topic" in message
