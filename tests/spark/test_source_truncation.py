@@ -27,6 +27,11 @@ from cluster_harness import Cluster
 from pyspark.sql import SparkSession
 from source_support import finish, offset_log, produce, read_output, start_available_now, stream
 
+from epochlog.spark.partition_reader import (
+    EpochlogInputPartition,
+    PlannedRangeRewrittenError,
+    read_partition,
+)
 from support.broker import wait_until
 
 POLICIES = ("fail", "earliest", "latest", "closest")
@@ -45,6 +50,7 @@ class Story:
     outputs: dict[str, list[Any]] = field(default_factory=dict)
     ends: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     epochs: dict[str, int] = field(default_factory=dict)
+    bootstrap: str = ""
 
 
 def start_ordered(base: Path) -> tuple[Cluster, int, int, int]:
@@ -132,6 +138,7 @@ def story(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Iter
         for topic in topics:
             assert [o for _, o in produce(cluster.live_bootstrap(), topic, NEW)] == [5, 6, 7]
 
+        s.bootstrap = cluster.live_bootstrap()
         s.errors = run_all(spark, s, cluster.live_bootstrap())
         for policy, topic in s.topics.items():
             schema_df = stream(spark, cluster.live_bootstrap(), subscribe=topic)
@@ -178,3 +185,37 @@ def test_policy_reports_the_range_and_reads_the_new_records_once(story: Story, p
         "offset": 8,
         "epoch": story.epochs["unclean"],
     }
+
+
+@pytest.mark.parametrize("policy", ["fail", "earliest"])
+def test_a_batch_planned_before_the_election_and_read_after_it_stops_at_the_rewrite(
+    story: Story, policy: str
+) -> None:
+    """The first run's last plan (offsets up to 10, in the old epoch) read again now:
+    the new leader shares offsets 0..4 and rewrote 5..; the task yields 3..4 and stops
+    (fail: raises naming the range) instead of handing out the new records as planned."""
+    topic = story.topics[policy]
+    planned_end = story.first_run[policy][-1]["topics"][topic]["partitions"]["0"]
+    assert planned_end["offset"] == 10
+    part = EpochlogInputPartition(
+        topic,
+        0,
+        3,
+        0,
+        10,
+        {"bootstrap.servers": story.bootstrap},
+        False,
+        30000,
+        policy,
+        planned_end["epoch"],
+    )
+    rows: list[bytes] = []
+    reader = read_partition(part)
+    if policy == "fail":
+        with pytest.raises(PlannedRangeRewrittenError, match="offsets 5..9"):
+            for batch in reader:
+                rows += batch.column(batch.schema.get_field_index("value")).to_pylist()
+    else:
+        for batch in reader:
+            rows += batch.column(batch.schema.get_field_index("value")).to_pylist()
+    assert rows == FIRST[3:]

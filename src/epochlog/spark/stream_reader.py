@@ -66,9 +66,12 @@ def split_ranges(
 def input_partitions(
     options: SourceOptions,
     ranges: dict[TopicPartition, tuple[Position, int]],
+    until_epochs: dict[TopicPartition, int] | None = None,
 ) -> list[EpochlogInputPartition]:
-    """One Spark task per range with records (see ``split_ranges``)."""
+    """One Spark task per range with records (see ``split_ranges``). ``until_epochs``:
+    the leader epoch of the record before each planned end, when the plan knows it."""
     config = options.consumer_config()
+    epochs = until_epochs or {}
     return [
         EpochlogInputPartition(
             tp.topic,
@@ -80,6 +83,7 @@ def input_partitions(
             options.include_headers,
             options.poll_timeout_ms,
             options.on_truncation,
+            epochs.get(tp, UNKNOWN_EPOCH),
         )
         for tp, start, until in split_ranges(ranges, options.min_partitions)
     ]
@@ -189,7 +193,8 @@ class EpochlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             begin = current.batch_start(tp, previous)
             if begin is not None:
                 ranges[tp] = (begin, until.offset)
-        return input_partitions(self.options, ranges)
+        until_epochs = {tp: p.epoch for tp, p in current.positions.items()}
+        return input_partitions(self.options, ranges, until_epochs)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, EpochlogInputPartition):
