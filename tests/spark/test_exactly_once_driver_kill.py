@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import confluent_kafka as ck
@@ -91,6 +92,13 @@ def uncommitted_files(output: Path) -> set[str]:
 def test_parquet_output_is_exactly_once_across_a_driver_sigkill(
     spark: SparkSession, spark_broker: BrokerProcess, tmp_path: Path
 ) -> None:
+    try:
+        kill_and_restart(spark, spark_broker, tmp_path)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n--- driver log:\n{tail(tmp_path / 'driver.log')}") from None
+
+
+def kill_and_restart(spark: SparkSession, spark_broker: BrokerProcess, tmp_path: Path) -> None:
     topic = "driver-kill"
     create_topic(spark_broker.bootstrap, topic, 2)
     expected = produce(spark_broker.bootstrap, topic, 0, 5 * MAX_OFFSETS)
@@ -138,7 +146,12 @@ def test_parquet_output_is_exactly_once_across_a_driver_sigkill(
 
     got = spark.read.parquet(str(output))
     values = [r["value"] for r in got.select("value").collect()]
-    assert len(values) == len(expected), f"{len(values)} rows for {len(expected)} records"
+    missing = sorted(set(expected) - set(values))
+    twice = sorted(v for v, n in Counter(values).items() if n > 1)
+    assert not missing and not twice, (
+        f"{len(values)} rows for {len(expected)} records; {len(missing)} missing "
+        f"{missing[:5]}, {len(twice)} more than once {twice[:5]}"
+    )
     assert sorted(values) == sorted(expected)
     pairs = got.selectExpr("partition", "offset").distinct().count()
     assert pairs == len(expected)
