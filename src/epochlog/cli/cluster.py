@@ -73,6 +73,33 @@ def wait_listening(port: int, process: subprocess.Popen, timeout_s: float) -> No
     raise RuntimeError(f"broker on port {port} did not start within {timeout_s:.0f} s")
 
 
+def wait_registered(cluster: LocalCluster, timeout_s: float) -> None:
+    """Until every broker sees all brokers registered and a controller: only then can a
+    topic with a replication factor up to the cluster size be created at once."""
+    from epochlog.client.sync import Admin
+
+    deadline = time.monotonic() + timeout_s
+    pending = list(range(cluster.brokers))
+    while pending:
+        broker_id = pending[0]
+        admin = Admin({"bootstrap.servers": f"127.0.0.1:{cluster.base_port + broker_id}"})
+        try:
+            info = admin.describe_cluster([])
+            if len(info.brokers) >= cluster.brokers and info.controller_id >= 0:
+                pending.pop(0)
+                continue
+        except (ConnectionError, OSError, TimeoutError):
+            pass
+        finally:
+            admin.close()
+        if time.monotonic() > deadline:
+            raise RuntimeError(
+                f"broker {broker_id} did not see {cluster.brokers} registered brokers "
+                f"and a controller within {timeout_s:.0f} s"
+            )
+        time.sleep(0.2)
+
+
 def run_local_cluster(cluster: LocalCluster) -> int:
     """Start the brokers, print the bootstrap servers, stop them all on Ctrl-C/SIGTERM."""
     os.makedirs(cluster.data_dir, exist_ok=True)
@@ -90,6 +117,7 @@ def run_local_cluster(cluster: LocalCluster) -> int:
             processes.append(start_broker(cluster, broker_id))
         for broker_id, process in enumerate(processes):
             wait_listening(cluster.base_port + broker_id, process, 60)
+        wait_registered(cluster, 60)
         print(f"bootstrap.servers={cluster.bootstrap}", flush=True)
         print(
             f"{cluster.brokers} broker(s), metastore {cluster.metastore}, logs in"
