@@ -17,9 +17,9 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 
@@ -79,31 +79,94 @@ class RecordMetadata:
     leader_epoch: int | None = None
 
 
-@dataclass
-class _Record:
-    key: bytes | None
-    value: bytes | None
-    headers: list[tuple[str, bytes | None]]
-    timestamp: int
-    future: asyncio.Future[RecordMetadata]
+# (key, value, headers, timestamp): what build_batch encodes, kept as is.
+_Rec = tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]
 
 
-@dataclass
+@dataclass(eq=False)
 class _Batch:
     tp: TopicPartition
     created: float
-    records: list[_Record] = field(default_factory=list)
+    records: list[_Rec] = field(default_factory=list)
+    # (index in records, future) of records sent one by one with send().
+    waiters: list[tuple[int, asyncio.Future[RecordMetadata]]] = field(default_factory=list)
+    # send_many() calls with records here: one entry per call, not per record.
+    bulks: list[SendManyResult] = field(default_factory=list)
     size: int = 0
     payload: bytes | None = None
     base_sequence: int = -1
     producer: tuple[int, int] = (-1, -1)
     attempts: int = 0
     retry_at: float = 0.0
+    base_offset: int = -1
+    append_time: int = -1
 
     def fail(self, error: BaseException) -> None:
-        for r in self.records:
-            if not r.future.done():
-                r.future.set_exception(error)
+        for _, future in self.waiters:
+            if not future.done():
+                future.set_exception(error)
+        for bulk in self.bulks:
+            bulk._batch_failed(error)
+
+    def complete(self, base_offset: int, append_time: int) -> None:
+        self.base_offset, self.append_time = base_offset, append_time
+        tp, records = self.tp, self.records
+        for i, future in self.waiters:
+            if not future.done():
+                future.set_result(
+                    RecordMetadata(
+                        tp.topic,
+                        tp.partition,
+                        base_offset + i if base_offset >= 0 else -1,
+                        append_time if append_time >= 0 else records[i][3],
+                    )
+                )
+        for bulk in self.bulks:
+            bulk._batch_done()
+
+
+class SendManyResult(Sequence[RecordMetadata]):
+    """What ``send_many`` returns, for records in call order: ``future`` completes (with
+    this object) when every record is acknowledged, or fails with the first delivery
+    error. Metadata is built per record only when indexed, so a caller that only waits
+    pays nothing per record."""
+
+    def __init__(self, future: asyncio.Future[SendManyResult]) -> None:
+        self.future = future
+        self._batches: list[_Batch] = []
+        self._indexes: list[int] = []
+        self._pending = 0
+
+    def __len__(self) -> int:
+        return len(self._batches)
+
+    @overload
+    def __getitem__(self, i: int) -> RecordMetadata: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[RecordMetadata]: ...
+    def __getitem__(self, i: int | slice) -> RecordMetadata | list[RecordMetadata]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if not self.future.done() or self.future.exception() is not None:
+            raise RuntimeError("records not acknowledged (await .future first)")
+        batch, index = self._batches[i], self._indexes[i]
+        base, append_time = batch.base_offset, batch.append_time
+        return RecordMetadata(
+            batch.tp.topic,
+            batch.tp.partition,
+            base + index if base >= 0 else -1,
+            append_time if append_time >= 0 else batch.records[index][3],
+        )
+
+    def _batch_done(self) -> None:
+        self._pending -= 1
+        if self._pending == 0 and not self.future.done():
+            self.future.set_result(self)
+
+    def _batch_failed(self, error: BaseException) -> None:
+        self._pending -= 1
+        if not self.future.done():
+            self.future.set_exception(error)
 
 
 class RecordTooLargeError(DeliveryError):
@@ -153,6 +216,9 @@ class AsyncProducer:
         self._tasks: set[asyncio.Task[None]] = set()
         # Sends are enqueued in call order even when they wait for metadata (FIFO lock).
         self._enqueue_lock = asyncio.Lock()
+        self._batch_size: int = c["batch.size"]
+        self._max_request_size: int = c["max.request.size"]
+        self._batch_room = min(self._batch_size, self._max_request_size - BATCH_OVERHEAD)
 
     async def _start(self) -> None:
         if self._sender is None:
@@ -264,38 +330,156 @@ class AsyncProducer:
     ) -> asyncio.Future[RecordMetadata]:
         if self._closed:
             raise RuntimeError("producer is closed")
+        future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+        batch, index = self._add(topic, value, key, partition, headers, timestamp, count)
+        batch.waiters.append((index, future))
+        return future
+
+    def _add(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        partition: int | None,
+        headers: Headers | None,
+        timestamp: int | None,
+        count: int,
+    ) -> tuple[_Batch, int]:
+        """Append one record to its partition's open batch; (batch, index in it)."""
         if partition is None:
             partition = self._partitioner.partition(topic, key, count)
         elif not 0 <= partition < count:
             raise ValueError(f"partition {partition} of {topic}, which has {count}")
         tp = TopicPartition(topic, partition)
-        size = RECORD_OVERHEAD + len(key or b"") + len(value or b"")
+        size = RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
         hdrs: list[tuple[str, bytes | None]] = []
         if headers:
             hdrs = [(k, v) for k, v in headers]
             size += sum(len(k.encode()) + len(v or b"") for k, v in hdrs)
-        limit = self.config["max.request.size"]
-        if size + BATCH_OVERHEAD > limit:
-            raise RecordTooLargeError(tp, size + BATCH_OVERHEAD, limit)
-        future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
-        record = _Record(
-            key, value, hdrs, self._clock.time_ms() if timestamp is None else timestamp, future
-        )
+        if size + BATCH_OVERHEAD > self._max_request_size:
+            raise RecordTooLargeError(tp, size + BATCH_OVERHEAD, self._max_request_size)
         queue = self._queues.get(tp)
         if queue is None:
             queue = self._queues[tp] = deque()
         batch = queue[-1] if queue and queue[-1].payload is None else None
-        room = min(self.config["batch.size"], limit - BATCH_OVERHEAD)
-        if batch is None or (batch.records and batch.size + size > room):
+        if batch is None or (batch.records and batch.size + size > self._batch_room):
             batch = _Batch(tp, self._clock.monotonic())
             queue.append(batch)
-        batch.records.append(record)
+        if timestamp is None:
+            timestamp = self._clock.time_ms()
+        records = batch.records
+        records.append((key, value, hdrs, timestamp))
         batch.size += size
         self._idle.clear()
-        if len(batch.records) == 1 or len(queue) > 1 or batch.size >= self.config["batch.size"]:
+        if len(records) == 1 or len(queue) > 1 or batch.size >= self._batch_size:
             # A new batch (the sender must learn when its linger ends) or a full one.
             self._wake.set()
-        return future
+        return batch, len(records) - 1
+
+    async def send_many(
+        self,
+        topic: str,
+        values: Sequence[bytes | None],
+        keys: Sequence[bytes | None] | None = None,
+        partition: int | Sequence[int | None] | None = None,
+        headers: Sequence[Headers | None] | None = None,
+        timestamps: Sequence[int | None] | None = None,
+    ) -> SendManyResult:
+        """Enqueue many records of one topic in one call, as consecutive ``send`` calls
+        would (same order, partitioning, batching, retries and errors), without a future
+        per record: the result's ``future`` completes when all are acknowledged.
+
+        ``keys``, ``headers``, ``timestamps`` and a sequence ``partition`` are per record
+        (same length as ``values``); an int ``partition`` applies to all. A record over
+        ``max.request.size`` raises RecordTooLargeError before anything is enqueued."""
+        n = len(values)
+        for name, seq in (("keys", keys), ("headers", headers), ("timestamps", timestamps)):
+            if seq is not None and len(seq) != n:
+                raise ValueError(f"{name} has {len(seq)} items for {n} values")
+        if partition is not None and not isinstance(partition, int) and len(partition) != n:
+            raise ValueError(f"partition has {len(partition)} items for {n} values")
+        if keys is None and headers is None:
+            # Refuse an oversized record before enqueueing any (headers: checked in _add).
+            limit = self._max_request_size - BATCH_OVERHEAD - RECORD_OVERHEAD
+            biggest = max((len(v) for v in values if v), default=0)
+            if biggest > limit:
+                tp = TopicPartition(topic, partition if isinstance(partition, int) else -1)
+                raise RecordTooLargeError(
+                    tp, biggest + RECORD_OVERHEAD + BATCH_OVERHEAD, self._max_request_size
+                )
+        if self._sender is None or self._enqueue_lock.locked():
+            async with self._enqueue_lock:
+                if self._closed:
+                    raise RuntimeError("producer is closed")
+                await self._start()
+                count = await self.partitions_for(topic)
+                return self._add_many(topic, values, keys, partition, headers, timestamps, count)
+        count = self._cluster.cache.partition_count(topic)
+        if count is None:
+            count = await self.partitions_for(topic)
+        return self._add_many(topic, values, keys, partition, headers, timestamps, count)
+
+    def _add_many(
+        self,
+        topic: str,
+        values: Sequence[bytes | None],
+        keys: Sequence[bytes | None] | None,
+        partition: int | Sequence[int | None] | None,
+        headers: Sequence[Headers | None] | None,
+        timestamps: Sequence[int | None] | None,
+        count: int,
+    ) -> SendManyResult:
+        if self._closed:
+            raise RuntimeError("producer is closed")
+        if keys is not None or headers is not None:
+            self._check_sizes(topic, values, keys, headers)
+        result = SendManyResult(asyncio.get_running_loop().create_future())
+        batches, indexes = result._batches, result._indexes
+        add = self._add
+        now = self._clock.time_ms()
+        stamps = [now if t is None else t for t in timestamps] if timestamps is not None else None
+        last: _Batch | None = None
+        seen: set[int] = set()
+        for i, value in enumerate(values):
+            batch, index = add(
+                topic,
+                value,
+                keys[i] if keys is not None else None,
+                partition if partition is None or isinstance(partition, int) else partition[i],
+                headers[i] if headers is not None else None,
+                stamps[i] if stamps is not None else now,
+                count,
+            )
+            if batch is not last:
+                last = batch
+                if id(batch) not in seen:
+                    seen.add(id(batch))
+                    batch.bulks.append(result)
+                    result._pending += 1
+            batches.append(batch)
+            indexes.append(index)
+        if not values:
+            result.future.set_result(result)
+        return result
+
+    def _check_sizes(
+        self,
+        topic: str,
+        values: Sequence[bytes | None],
+        keys: Sequence[bytes | None] | None,
+        headers: Sequence[Headers | None] | None,
+    ) -> None:
+        limit = self._max_request_size - BATCH_OVERHEAD
+        for i, value in enumerate(values):
+            size = RECORD_OVERHEAD + len(value or b"")
+            if keys is not None:
+                size += len(keys[i] or b"")
+            if headers is not None and headers[i]:
+                size += sum(len(k.encode()) + len(v or b"") for k, v in headers[i] or ())
+            if size > limit:
+                raise RecordTooLargeError(
+                    TopicPartition(topic, -1), size + BATCH_OVERHEAD, self._max_request_size
+                )
 
     async def send_and_wait(self, topic: str, value: bytes | None = None, **kw: Any) -> Any:
         return await (await self.send(topic, value, **kw))
@@ -417,13 +601,13 @@ class AsyncProducer:
                 batch.base_sequence = self._sequences.get(batch.tp, 0)
                 self._sequences[batch.tp] = (batch.base_sequence + len(batch.records)) & 0x7FFFFFFF
             batch.payload = build_batch(
-                [(r.key, r.value, r.headers, r.timestamp) for r in batch.records],
+                batch.records,
                 compression=self.config["compression.codec"],
                 producer_id=pid,
                 producer_epoch=epoch,
                 base_sequence=batch.base_sequence,
             )
-            if batch.records[0].key is None:
+            if batch.records[0][0] is None:
                 self._partitioner.batch_sent(batch.tp.topic, batch.tp.partition)
         return batch.payload
 
@@ -508,16 +692,7 @@ class AsyncProducer:
 
     def _complete(self, batch: _Batch, base_offset: int, append_time: int = -1) -> None:
         self._queues[batch.tp].popleft()
-        for i, r in enumerate(batch.records):
-            if not r.future.done():
-                r.future.set_result(
-                    RecordMetadata(
-                        batch.tp.topic,
-                        batch.tp.partition,
-                        base_offset + i if base_offset >= 0 else -1,
-                        append_time if append_time >= 0 else r.timestamp,
-                    )
-                )
+        batch.complete(base_offset, append_time)
 
     def _retry_or_fail(self, batch: _Batch, reason: str, code: ErrorCode | None) -> None:
         batch.attempts += 1

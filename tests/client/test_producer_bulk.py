@@ -1,0 +1,194 @@
+"""AsyncProducer.send_many against an in-process broker: records keep call order, keys
+pick the partitions send() would, headers and timestamps arrive, acks=0 answers without
+offsets, oversized records are refused before anything is enqueued, a broker refusal
+fails the call's future, and a retried batch is stored once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from inprocess_broker import run, running_broker
+
+from epochlog.client import AsyncConsumer, AsyncProducer, DeliveryError, TopicPartition
+from epochlog.client.admin import AsyncAdmin
+from epochlog.client.producer import RecordTooLargeError
+from epochlog.protocol.errors import ErrorCode
+
+
+def bootstrap(broker: Any) -> str:
+    return f"127.0.0.1:{broker.port}"
+
+
+def producer(broker: Any, **conf: Any) -> AsyncProducer:
+    return AsyncProducer(
+        {"bootstrap.servers": bootstrap(broker), "retry.backoff.ms": 10, **conf}, broker.seams
+    )
+
+
+async def create(broker: Any, topic: str = "t", partitions: int = 1, **configs: str) -> AsyncAdmin:
+    admin = AsyncAdmin({"bootstrap.servers": bootstrap(broker)}, seams=broker.seams)
+    await admin.create_topic(topic, partitions=partitions, replication_factor=1, configs=configs)
+    return admin
+
+
+async def read_all(broker: Any, tps: list[tuple[str, int]], count: int) -> list[Any]:
+    consumer = AsyncConsumer(
+        {"bootstrap.servers": bootstrap(broker), "auto.offset.reset": "earliest"}, broker.seams
+    )
+    consumer.assign(tps)
+    got: list[Any] = []
+    for _ in range(300):  # hang guard
+        if len(got) >= count:
+            break
+        got.extend(await consumer.poll(200))
+    await consumer.close()
+    return got
+
+
+def test_send_many_keeps_order_across_batches_with_headers_and_timestamps(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path) as broker:
+            admin = await create(broker)
+            p = producer(broker, **{"batch.size": 1000, "linger.ms": 5})
+            n = 500  # many batches of ~1000 bytes
+            values = [b"v%04d" % i + b"x" * 40 for i in range(n)]
+            headers = [[("seq", b"%d" % i)] if i % 3 == 0 else None for i in range(n)]
+            stamps = [1_700_000_000_000 + i for i in range(n)]
+            before = await p.send("t", b"first", partition=0)
+            result = await p.send_many("t", values, partition=0, headers=headers, timestamps=stamps)
+            after = await p.send("t", b"last", partition=0)
+            assert await result.future is result
+            assert (await before).offset == 0
+            assert (await after).offset == n + 1
+            assert len(result) == n
+            assert [m.offset for m in result] == list(range(1, n + 1))
+            assert result[7].timestamp == stamps[7]
+            assert result[-1].partition == 0 and result[-1].topic == "t"
+            await p.close()
+            await admin.close()
+            got = await read_all(broker, [("t", 0)], n + 2)
+            assert [r.value for r in got] == [b"first", *values, b"last"]
+            assert got[1 + 3].headers == [("seq", b"3")]
+            assert got[1 + 4].headers == []
+            assert got[1 + 9].timestamp == stamps[9]
+
+    run(scenario)
+
+
+def test_send_many_partitions_keys_like_send(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path) as broker:
+            admin = await create(broker, "a", partitions=4)
+            await admin.create_topic("b", partitions=4, replication_factor=1)
+            p = producer(broker)
+            keys = [b"key-%d" % i for i in range(64)]
+            values = [b"value-%d" % i for i in range(64)]
+            one_by_one = [await p.send("a", v, key=k) for k, v in zip(keys, values, strict=True)]
+            bulk = await p.send_many("b", values, keys=keys)
+            await bulk.future
+            expected = [(await f).partition for f in one_by_one]
+            assert [m.partition for m in bulk] == expected
+            assert len(set(expected)) > 1
+            # Per partition, offsets follow call order.
+            for part in set(expected):
+                offsets = [m.offset for m in bulk if m.partition == part]
+                assert offsets == list(range(len(offsets)))
+            explicit = await p.send_many("b", [b"x", b"y"], partition=[3, 1])
+            await explicit.future
+            assert [m.partition for m in explicit] == [3, 1]
+            with pytest.raises(ValueError, match="partition 9 of b"):
+                await p.send_many("b", [b"z"], partition=9)
+            with pytest.raises(ValueError, match="keys has 1 items for 2 values"):
+                await p.send_many("b", [b"z", b"w"], keys=[b"k"])
+            empty = await p.send_many("b", [])
+            assert len(await empty.future) == 0
+            await p.close()
+            await admin.close()
+            got = await read_all(broker, [("b", i) for i in range(4)], 66)
+            assert sorted(r.value for r in got) == sorted([*values, b"x", b"y"])
+
+    run(scenario)
+
+
+def test_send_many_with_acks_zero_answers_without_offsets(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path) as broker:
+            admin = await create(broker)
+            p = producer(broker, acks=0, **{"enable.idempotence": False})
+            result = await p.send_many("t", [b"a", b"b", b"c"], partition=0, timestamps=[5, 6, 7])
+            await result.future
+            assert [(m.offset, m.timestamp) for m in result] == [(-1, 5), (-1, 6), (-1, 7)]
+            await p.close()
+            await admin.close()
+            got = await read_all(broker, [("t", 0)], 3)
+            assert [(r.offset, r.value) for r in got] == [(0, b"a"), (1, b"b"), (2, b"c")]
+
+    run(scenario)
+
+
+def test_send_many_refuses_an_oversized_record_before_enqueueing_any(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path) as broker:
+            admin = await create(broker)
+            p = producer(broker, **{"max.request.size": 1000})
+            for keys in (None, [b"k", b"k", b"k"]):
+                with pytest.raises(RecordTooLargeError, match=r"max\.request\.size \(1000\)") as e:
+                    await p.send_many("t", [b"ok", b"x" * 1000, b"ok"], keys=keys, partition=0)
+                assert e.value.code is ErrorCode.MESSAGE_TOO_LARGE
+            with pytest.raises(RecordTooLargeError):
+                await p.send_many("t", [b"ok"], partition=0, headers=[[("h", b"y" * 1000)]])
+            result = await p.send_many("t", [b"fits-%d" % i for i in range(3)], partition=0)
+            assert [m.offset for m in await result.future] == [0, 1, 2]
+            await p.close()
+            await admin.close()
+
+    run(scenario)
+
+
+def test_send_many_fails_its_future_on_a_refused_batch_and_goes_on(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path) as broker:
+            admin = await create(broker, **{"max.message.bytes": "300"})
+            p = producer(broker)
+            refused = await p.send_many("t", [b"z" * 400], partition=0)
+            with pytest.raises(DeliveryError) as failed:
+                await refused.future
+            assert failed.value.code is ErrorCode.MESSAGE_TOO_LARGE
+            with pytest.raises(RuntimeError, match="not acknowledged"):
+                refused[0]
+            later = await p.send_many("t", [b"small-1", b"small-2"], partition=0)
+            assert [m.offset for m in await later.future] == [0, 1]
+            await p.close()
+            await admin.close()
+
+    run(scenario)
+
+
+def test_send_many_retried_batch_is_stored_once(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path) as broker:
+            admin = await create(broker)
+            p = producer(broker, retries=1000, **{"retry.backoff.max.ms": 50})
+            assert (await p.send_and_wait("t", b"first", partition=0)).offset == 0
+            # One broker cannot meet min.insync.replicas=2: acks=all is refused, retried.
+            await admin.alter_topic_configs("t", {"min.insync.replicas": "2"})
+            values = [b"r%d" % i for i in range(20)]
+            result = await p.send_many("t", values, partition=0)
+            queue = p._queues[TopicPartition("t", 0)]
+            for _ in range(6000):  # hang guard: until the batch was refused at least once
+                if queue and queue[0].attempts >= 1:
+                    break
+                await broker.seams.clock.sleep(0.01)
+            assert queue and queue[0].attempts >= 1
+            await admin.alter_topic_configs("t", {"min.insync.replicas": "1"})
+            assert [m.offset for m in await result.future] == list(range(1, 21))
+            await p.close()
+            await admin.close()
+            got = await read_all(broker, [("t", 0)], 21)
+            assert [(r.offset, r.value) for r in got] == list(enumerate([b"first", *values]))
+
+    run(scenario)
