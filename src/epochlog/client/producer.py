@@ -18,8 +18,7 @@ import contextlib
 import logging
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, overload
+from typing import Any
 
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 
@@ -27,6 +26,7 @@ from epochlog.client.config import producer_config
 from epochlog.client.errors import DeliveryError, TopicPartition
 from epochlog.client.metadata import Cluster, backoff_seconds
 from epochlog.client.partitioner import Partitioner
+from epochlog.client.produce_batch import RecordMetadata, SendManyResult, _Batch
 from epochlog.client.waiting import wait_event, with_timeout
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.records import build_batch
@@ -65,108 +65,6 @@ INIT_RETRIABLE = {
 METADATA_ERRORS = RETRIABLE - {ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_ENOUGH_REPLICAS}
 
 Headers = Iterable[tuple[str, bytes | None]]
-
-
-@dataclass(frozen=True)
-class RecordMetadata:
-    """Where a record was stored. ``leader_epoch`` is None: Produce answers (v9) do not
-    say which epoch appended it; a consumer reads it from the batch."""
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    leader_epoch: int | None = None
-
-
-# (key, value, headers, timestamp): what build_batch encodes, kept as is.
-_Rec = tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]
-
-
-@dataclass(eq=False)
-class _Batch:
-    tp: TopicPartition
-    created: float
-    records: list[_Rec] = field(default_factory=list)
-    # (index in records, future) of records sent one by one with send().
-    waiters: list[tuple[int, asyncio.Future[RecordMetadata]]] = field(default_factory=list)
-    # send_many() calls with records here: one entry per call, not per record.
-    bulks: list[SendManyResult] = field(default_factory=list)
-    size: int = 0
-    payload: bytes | None = None
-    base_sequence: int = -1
-    producer: tuple[int, int] = (-1, -1)
-    attempts: int = 0
-    retry_at: float = 0.0
-    base_offset: int = -1
-    append_time: int = -1
-
-    def fail(self, error: BaseException) -> None:
-        for _, future in self.waiters:
-            if not future.done():
-                future.set_exception(error)
-        for bulk in self.bulks:
-            bulk._batch_failed(error)
-
-    def complete(self, base_offset: int, append_time: int) -> None:
-        self.base_offset, self.append_time = base_offset, append_time
-        tp, records = self.tp, self.records
-        for i, future in self.waiters:
-            if not future.done():
-                future.set_result(
-                    RecordMetadata(
-                        tp.topic,
-                        tp.partition,
-                        base_offset + i if base_offset >= 0 else -1,
-                        append_time if append_time >= 0 else records[i][3],
-                    )
-                )
-        for bulk in self.bulks:
-            bulk._batch_done()
-
-
-class SendManyResult(Sequence[RecordMetadata]):
-    """What ``send_many`` returns, for records in call order: ``future`` completes (with
-    this object) when every record is acknowledged, or fails with the first delivery
-    error. Metadata is built per record only when indexed, so a caller that only waits
-    pays nothing per record."""
-
-    def __init__(self, future: asyncio.Future[SendManyResult]) -> None:
-        self.future = future
-        self._batches: list[_Batch] = []
-        self._indexes: list[int] = []
-        self._pending = 0
-
-    def __len__(self) -> int:
-        return len(self._batches)
-
-    @overload
-    def __getitem__(self, i: int) -> RecordMetadata: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[RecordMetadata]: ...
-    def __getitem__(self, i: int | slice) -> RecordMetadata | list[RecordMetadata]:
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        if not self.future.done() or self.future.exception() is not None:
-            raise RuntimeError("records not acknowledged (await .future first)")
-        batch, index = self._batches[i], self._indexes[i]
-        base, append_time = batch.base_offset, batch.append_time
-        return RecordMetadata(
-            batch.tp.topic,
-            batch.tp.partition,
-            base + index if base >= 0 else -1,
-            append_time if append_time >= 0 else batch.records[index][3],
-        )
-
-    def _batch_done(self) -> None:
-        self._pending -= 1
-        if self._pending == 0 and not self.future.done():
-            self.future.set_result(self)
-
-    def _batch_failed(self, error: BaseException) -> None:
-        self._pending -= 1
-        if not self.future.done():
-            self.future.set_exception(error)
 
 
 class RecordTooLargeError(DeliveryError):
