@@ -15,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cluster"))
 from cluster_harness import Cluster, running_cluster  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 
+from epochlog.spark.session import local_session  # noqa: E402
 from support.broker import BrokerProcess  # noqa: E402
 
 # Settings of the shared broker: topics are created by the tests, unclean election is
@@ -33,19 +34,9 @@ def spark() -> Iterator[SparkSession]:
     Python workers on this interpreter so they import the project."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("epochlog-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .getOrCreate()
+    session = local_session(
+        "epochlog-tests", conf={"spark.sql.streaming.forceDeleteTempCheckpointLocation": "true"}
     )
-    session.sparkContext.setLogLevel("WARN")
     try:
         yield session
     finally:

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pyarrow as pa
 from pyspark import TaskContext
-from pyspark.sql import SparkSession
+
+from epochlog.spark.session import local_session
 
 # How long a held task waits for its gate before failing (the test kills it long before).
 HOLD_BOUND_S = 600.0
@@ -39,17 +40,7 @@ def main() -> int:
     parser.add_argument("--hold-from-batch", type=int, default=-1)
     args = parser.parse_args()
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("epochlog-driver-kill")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("WARN")
+    spark = local_session("epochlog-driver-kill")
     hold_from = args.hold_from_batch
     markers = args.markers
 

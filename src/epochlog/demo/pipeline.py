@@ -10,35 +10,18 @@ each event the query read exactly once."""
 from __future__ import annotations
 
 import json
-import os
-import sys
 import threading
 from dataclasses import dataclass, field
 from typing import Any
+
+from epochlog.spark.session import local_session
 
 EVENT_SCHEMA = "id string, user string, amount long, produced_at long"
 
 
 def spark_session(app_name: str = "epochlog-demo") -> Any:
-    """A local[2] session with the UI off; Python workers run on this interpreter so
-    they import epochlog and pyspark_epochlog."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName(app_name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    return session
+    """The demo's local session (quiet: the demo prints its own progress)."""
+    return local_session(app_name, log_level="ERROR")
 
 
 def event_rows(frame: Any) -> Any:
