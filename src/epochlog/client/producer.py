@@ -327,37 +327,78 @@ class AsyncProducer:
         timestamps: Sequence[int | None] | None,
         count: int,
     ) -> SendManyResult:
+        """``_add`` for many records, with what it looks up per record hoisted out of the
+        loop. Everything is checked first, so nothing is enqueued when anything is wrong."""
         if self._closed:
             raise RuntimeError("producer is closed")
+        fixed = partition if isinstance(partition, int) else None
+        chosen = None if partition is None or fixed is not None else partition
+        for p in [fixed] if fixed is not None else chosen or ():
+            if p is not None and not 0 <= p < count:
+                raise ValueError(f"partition {p} of {topic}, which has {count}")
         if keys is not None or headers is not None:
             self._check_sizes(topic, values, keys, headers)
         result = SendManyResult(asyncio.get_running_loop().create_future())
-        batches, indexes = result._batches, result._indexes
-        add = self._add
-        now = self._clock.time_ms()
-        stamps = [now if t is None else t for t in timestamps] if timestamps is not None else None
-        last: _Batch | None = None
-        seen: set[int] = set()
-        for i, value in enumerate(values):
-            batch, index = add(
-                topic,
-                value,
-                keys[i] if keys is not None else None,
-                partition if partition is None or isinstance(partition, int) else partition[i],
-                headers[i] if headers is not None else None,
-                stamps[i] if stamps is not None else now,
-                count,
-            )
-            if batch is not last:
-                last = batch
-                if id(batch) not in seen:
-                    seen.add(id(batch))
-                    batch.bulks.append(result)
-                    result._pending += 1
-            batches.append(batch)
-            indexes.append(index)
         if not values:
             result.future.set_result(result)
+            return result
+        batches, indexes = result._batches, result._indexes
+        pick = self._partitioner.partition
+        now = self._clock.time_ms()
+        monotonic = self._clock.monotonic
+        room = self._batch_room
+        queues = self._queues
+        no_headers: list[tuple[str, bytes | None]] = []
+        # partition -> [queue, open batch]
+        state: dict[int, list[Any]] = {}
+        key: bytes | None = None
+        hdrs = no_headers
+        timestamp = now
+        p = fixed
+        for i, value in enumerate(values):
+            if keys is not None:
+                key = keys[i]
+            if chosen is not None:
+                p = chosen[i]
+            if p is None or fixed is None and chosen is None:
+                p = pick(topic, key, count)
+            size = RECORD_OVERHEAD + (len(value) if value else 0) + (len(key) if key else 0)
+            if headers is not None:
+                given = headers[i]
+                if given:
+                    hdrs = [(k, v) for k, v in given]
+                    size += sum(len(k.encode()) + len(v or b"") for k, v in hdrs)
+                else:
+                    hdrs = no_headers
+            if timestamps is not None:
+                timestamp = timestamps[i]
+                if timestamp is None:
+                    timestamp = now
+            st = state.get(p)
+            if st is None:
+                tp = TopicPartition(topic, p)
+                queue = queues.get(tp)
+                if queue is None:
+                    queue = queues[tp] = deque()
+                batch = queue[-1] if queue and queue[-1].payload is None else None
+                if batch is not None:
+                    batch.bulks.append(result)
+                    result._pending += 1
+                st = state[p] = [queue, batch]
+            batch = st[1]
+            if batch is None or (batch.records and batch.size + size > room):
+                batch = _Batch(TopicPartition(topic, p), monotonic())
+                st[0].append(batch)
+                st[1] = batch
+                batch.bulks.append(result)
+                result._pending += 1
+            records = batch.records
+            records.append((key, value, hdrs, timestamp))
+            batch.size += size
+            batches.append(batch)
+            indexes.append(len(records) - 1)
+        self._idle.clear()
+        self._wake.set()
         return result
 
     def _check_sizes(
