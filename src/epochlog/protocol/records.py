@@ -337,11 +337,12 @@ def build_batch(
         raise ValueError("a record batch needs at least one record")
     pieces: list[bytes] = []
     add = pieces.append
+    extend = pieces.extend
     enc = encode_varint
     small, bias = _SMALL, _SMALL_BIAS
     base_timestamp = max_timestamp = None
     for index, rec in enumerate(records):
-        key, value, headers, timestamp = _fields(rec)
+        key, value, headers, timestamp = rec if type(rec) is tuple else _fields(rec)
         if timestamp is None:
             if now_ms is None:
                 raise ValueError("a record without a timestamp needs now_ms")
@@ -351,12 +352,26 @@ def build_batch(
         elif timestamp > max_timestamp:
             max_timestamp = timestamp
         delta = timestamp - base_timestamp
+        ts = small[delta + bias] if -bias <= delta < bias else enc(delta)
+        od = small[index + bias] if index < bias else enc(index)
+        if not headers and value is not None:
+            # The common record, written straight into the body: attributes, deltas,
+            # key, value, no headers; its length is added up instead of joined first.
+            lv = len(value)
+            vl = small[lv + bias] if lv < bias else enc(lv)
+            if key is None:
+                n = 3 + len(ts) + len(od) + len(vl) + lv
+                add(small[n + bias] if n < bias else enc(n))
+                extend((b"\x00", ts, od, b"\x01", vl, value, b"\x00"))
+            else:
+                lk = len(key)
+                kl = small[lk + bias] if lk < bias else enc(lk)
+                n = 2 + len(ts) + len(od) + len(kl) + lk + len(vl) + lv
+                add(small[n + bias] if n < bias else enc(n))
+                extend((b"\x00", ts, od, kl, key, vl, value, b"\x00"))
+            continue
         # attributes, timestamp delta, offset delta; then key, value, headers
-        fields = [
-            b"\x00",
-            small[delta + bias] if -bias <= delta < bias else enc(delta),
-            small[index + bias] if index < bias else enc(index),
-        ]
+        fields = [b"\x00", ts, od]
         if key is None:
             fields.append(b"\x01")
         else:
