@@ -192,3 +192,22 @@ def test_send_many_retried_batch_is_stored_once(tmp_path: Path) -> None:
             assert [(r.offset, r.value) for r in got] == list(enumerate([b"first", *values]))
 
     run(scenario)
+
+
+def test_sync_produce_batch_keeps_order_with_produce(module_broker: Any) -> None:
+    from epochlog.client import Producer
+    from support.clients import create_topic
+
+    create_topic(module_broker.bootstrap, "sync-bulk", 1)
+    with Producer({"bootstrap.servers": module_broker.bootstrap}) as p:
+        first = p.produce("sync-bulk", b"first", partition=0)
+        bulk = p.produce_batch("sync-bulk", [b"b%d" % i for i in range(100)], partition=0)
+        last = p.produce("sync-bulk", b"last", partition=0)
+        result = bulk.result(120)
+        assert [m.offset for m in result] == list(range(1, 101))
+        assert first.result(120).offset == 0
+        assert last.result(120).offset == 101
+        too_big = p.produce_batch("sync-bulk", [b"x" * 2_000_000], partition=0)
+        with pytest.raises(RecordTooLargeError):
+            too_big.result(120)
+        assert p.flush(120)

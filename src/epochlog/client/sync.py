@@ -8,7 +8,7 @@ import inspect
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -19,7 +19,7 @@ from epochlog.client.admin import AsyncAdmin
 from epochlog.client.consumer import AsyncConsumer, ConsumerRecords, OffsetAndEpoch
 from epochlog.client.errors import TopicPartition
 from epochlog.client.lookup import OffsetAndTimestamp
-from epochlog.client.producer import AsyncProducer, Headers, RecordMetadata
+from epochlog.client.producer import AsyncProducer, Headers, RecordMetadata, SendManyResult
 from epochlog.seams import Seams
 
 T = TypeVar("T")
@@ -61,7 +61,7 @@ class Producer:
 
     def __init__(self, config: Mapping[str, object], seams: Seams | None = None) -> None:
         self._thread = _LoopThread("epochlog-producer")
-        self._handoff: deque[_Handoff] = deque()
+        self._handoff: deque[_Handoff | _BatchHandoff] = deque()
         self._drain_lock = threading.Lock()
         self._draining = False
         self._drain_task: asyncio.Task[None] | None = None
@@ -97,13 +97,60 @@ class Producer:
             self._thread.loop.call_soon_threadsafe(self._start_drain)
         return done
 
+    def produce_batch(
+        self,
+        topic: str,
+        values: Sequence[bytes | None],
+        keys: Sequence[bytes | None] | None = None,
+        partition: int | Sequence[int | None] | None = None,
+        headers: Sequence[Headers | None] | None = None,
+        timestamps: Sequence[int | None] | None = None,
+    ) -> Future[SendManyResult]:
+        """Enqueue many records of one topic, in order with ``produce`` calls, through
+        ``AsyncProducer.send_many``: one hand-off and one future for all of them. The
+        future's result indexes each record's RecordMetadata; it fails with the first
+        error (a refusal at send time means none was enqueued)."""
+        done: Future[SendManyResult] = Future()
+        self._handoff.append(
+            _BatchHandoff(topic, values, keys, partition, headers, timestamps, done)
+        )
+        with self._drain_lock:
+            start = not self._draining
+            self._draining = True
+        if start:
+            self._thread.loop.call_soon_threadsafe(self._start_drain)
+        return done
+
+    async def _send_batch(self, item: _BatchHandoff) -> None:
+        try:
+            result = await self._producer.send_many(
+                item.topic, item.values, item.keys, item.partition, item.headers, item.timestamps
+            )
+        except Exception as exc:
+            item.done.set_exception(exc)
+            return
+
+        def settle(fut: asyncio.Future[SendManyResult]) -> None:
+            if fut.cancelled():
+                item.done.set_exception(asyncio.CancelledError())
+            elif fut.exception() is not None:
+                item.done.set_exception(fut.exception())  # type: ignore[arg-type]
+            else:
+                item.done.set_result(fut.result())
+
+        result.future.add_done_callback(settle)
+
     def _start_drain(self) -> None:
         self._drain_task = self._thread.loop.create_task(self._drain())
 
     async def _drain(self) -> None:
         while True:
             while self._handoff:
-                await self._send(self._handoff.popleft())
+                item = self._handoff.popleft()
+                if type(item) is _Handoff:
+                    await self._send(item)
+                else:
+                    await self._send_batch(item)
             with self._drain_lock:
                 if not self._handoff:  # checked under the lock produce() takes
                     self._draining = False
@@ -139,6 +186,19 @@ class Producer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@dataclass(slots=True)
+class _BatchHandoff:
+    """One ``produce_batch`` call on its way to the loop."""
+
+    topic: str
+    values: Sequence[bytes | None]
+    keys: Sequence[bytes | None] | None
+    partition: int | Sequence[int | None] | None
+    headers: Sequence[Headers | None] | None
+    timestamps: Sequence[int | None] | None
+    done: Future[SendManyResult]
 
 
 @dataclass(slots=True)
