@@ -6,8 +6,10 @@ timed from its construction to its last record: epochlog's record path (``poll``
 and Arrow path (``poll_arrow``), confluent-kafka, kafka-python, aiokafka. Then the pure
 decode figure: arrow_batches decoding the partition's log as the broker serves it
 (its segment files, in fetch-sized answers), on one core. Then produce: epochlog's
-``Producer`` and confluent-kafka's, the same records and settings. Figures are medians
-of --runs runs; ratios are to confluent-kafka in the same run.
+``Producer`` (per record and ``produce_batch``), ``AsyncProducer`` (``send`` and
+``send_many``) and confluent-kafka's, the same records and settings. Figures are medians
+of --runs runs; ratios are to confluent-kafka in the same run. --produce-only skips the
+consumers.
 
     python bench/client_consume.py [--runs 3] [--records 1000000] [--produce-records 200000]
 """
@@ -48,6 +50,8 @@ CONFLUENT_CONSUMER: dict[str, object] = {
     "queued.min.messages": 1_000_000,
 }
 PRODUCER_CONF: dict[str, object] = {"acks": "all", "linger.ms": 5, "batch.size": 1_000_000}
+# Records per produce_batch / send_many call (an Arrow batch's worth, as the Spark sink).
+BULK = 10_000
 
 
 def _guard(started: float, got: int, count: int, who: str) -> None:
@@ -214,6 +218,40 @@ def produce_epochlog_async(bootstrap: str, topic: str, count: int, value: bytes)
     return asyncio.run(run())
 
 
+def produce_epochlog_batch(bootstrap: str, topic: str, count: int, value: bytes) -> float:
+    """The sync Producer's bulk path: produce_batch in slices of BULK records."""
+    with Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONF}) as producer:
+        start = time.perf_counter()
+        futures = [
+            producer.produce_batch(topic, [value] * min(BULK, count - i), partition=0)
+            for i in range(0, count, BULK)
+        ]
+        done, pending = wait(futures, PASS_LIMIT_S)
+        if pending or any(f.exception() is not None for f in done):
+            raise RuntimeError("epochlog produce_batch: records left undelivered or failed")
+        return time.perf_counter() - start
+
+
+def produce_epochlog_send_many(bootstrap: str, topic: str, count: int, value: bytes) -> float:
+    """AsyncProducer.send_many in slices of BULK records: one future per slice."""
+
+    async def run() -> float:
+        producer = AsyncProducer({"bootstrap.servers": bootstrap, **PRODUCER_CONF})
+        try:
+            start = time.perf_counter()
+            results = [
+                await producer.send_many(topic, [value] * min(BULK, count - i), partition=0)
+                for i in range(0, count, BULK)
+            ]
+            for result in results:
+                await result.future
+            return time.perf_counter() - start
+        finally:
+            await producer.close()
+
+    return asyncio.run(run())
+
+
 def produce_confluent(bootstrap: str, topic: str, count: int, value: bytes) -> float:
     producer = ck.Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONF})
     errors = 0
@@ -241,7 +279,32 @@ PRODUCERS: dict[str, Callable[[str, str, int, bytes], float]] = {
     "confluent-kafka": produce_confluent,
     "epochlog Producer": produce_epochlog,
     "epochlog AsyncProducer": produce_epochlog_async,
+    "epochlog produce_batch": produce_epochlog_batch,
+    "epochlog send_many": produce_epochlog_send_many,
 }
+
+
+def produce_only(runs: int, n: int, value: bytes) -> int:
+    """Only the produce figures (--produce-only), on a fresh broker."""
+    with tempfile.TemporaryDirectory(prefix="epochlog-bench-") as tmp:
+        broker = BrokerProcess(Path(tmp) / "logs", Path(tmp)).start()
+        try:
+            produce: dict[str, list[float]] = {name: [] for name in PRODUCERS}
+            for run in range(runs):
+                for name, writer in PRODUCERS.items():
+                    target = f"produce-{run}-{name.replace(' ', '-')}"
+                    create(broker.bootstrap, target)
+                    produce[name].append(n / writer(broker.bootstrap, target, n, value))
+                    print(f"  run {run + 1}: produce {name:22} {produce[name][-1]:>10,.0f} rec/s")
+            reference = median(produce["confluent-kafka"])
+            print(f"\nproduce {n:,} records of {SIZE} bytes (acks=all, idempotent), medians:")
+            for name, values in produce.items():
+                rate = median(values)
+                print(f"  {name:24} {rate:>10,.0f} rec/s  {rate / reference:5.2f}x confluent")
+            broker.stop()
+        finally:
+            broker.close()
+    return 0
 
 
 def create(bootstrap: str, topic: str) -> None:
@@ -254,7 +317,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--records", type=int, default=1_000_000, help="records of 100 bytes")
     ap.add_argument("--produce-records", type=int, default=200_000)
+    ap.add_argument("--produce-only", action="store_true", help="skip the consumers")
     args = ap.parse_args(argv)
+    if args.produce_only:
+        return produce_only(args.runs, args.produce_records, os.urandom(SIZE))
     count = args.records
     value = os.urandom(SIZE)
 
