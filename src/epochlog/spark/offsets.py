@@ -40,11 +40,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from epochlog.client import TopicPartition
 from epochlog.client.positions import find_divergence
-from epochlog.spark.leader_view import ClusterSnapshot
+
+if TYPE_CHECKING:
+    from epochlog.spark.leader_view import ClusterSnapshot
 
 log = logging.getLogger("epochlog.spark")
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -27,7 +27,6 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from epochlog.client import TopicPartition
-from epochlog.spark.leader_view import ClusterSnapshot, LeaderView
 from epochlog.spark.offsets import (
     UNKNOWN_EPOCH,
     Position,
@@ -36,7 +35,16 @@ from epochlog.spark.offsets import (
     plan_starts,
 )
 from epochlog.spark.options import EARLIEST, LATEST, SourceOptions
-from epochlog.spark.partition_reader import EpochlogInputPartition, read_partition
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from epochlog.spark.leader_view import ClusterSnapshot, LeaderView
+    from epochlog.spark.partition_reader import EpochlogInputPartition
+
+# Spark imports this module in several short-lived Python processes per query (the one
+# that pickles the reader, the one answering offset calls, the read workers): each
+# imports only what its calls need (the cluster view, the reading code) on first use.
 
 log = logging.getLogger("epochlog.spark")
 
@@ -70,6 +78,8 @@ def input_partitions(
 ) -> list[EpochlogInputPartition]:
     """One Spark task per range with records (see ``split_ranges``). ``until_epochs``:
     the leader epoch of the record before each planned end, when the plan knows it."""
+    from epochlog.spark.partition_reader import EpochlogInputPartition
+
     config = options.consumer_config()
     epochs = until_epochs or {}
     return [
@@ -128,8 +138,18 @@ def initial_positions(
 class EpochlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
-        self._view = LeaderView(options)
+        self._view_made: LeaderView | None = None
         self._target: dict[TopicPartition, int] | None = None
+
+    @property
+    def _view(self) -> LeaderView:
+        """The cluster view, made on the first driver call (not in processes that only
+        pickle the reader or read partitions)."""
+        if self._view_made is None:
+            from epochlog.spark.leader_view import LeaderView
+
+            self._view_made = LeaderView(self.options)
+        return self._view_made
 
     # -- offsets ---------------------------------------------------------------------
 
@@ -197,6 +217,8 @@ class EpochlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return input_partitions(self.options, ranges, until_epochs)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from epochlog.spark.partition_reader import EpochlogInputPartition, read_partition
+
         if not isinstance(partition, EpochlogInputPartition):
             return iter(())  # Spark's placeholder when there is nothing to read
         return read_partition(partition)
