@@ -43,7 +43,7 @@ from pyspark.sql.types import (
 
 from epochlog.client.config import producer_config
 from epochlog.client.errors import ConfigError
-from epochlog.spark.sink_producer import Row, TaskProducer
+from epochlog.spark.sink_producer import Run, TaskProducer
 
 log = logging.getLogger("epochlog.spark.sink")
 
@@ -171,42 +171,54 @@ def _headers(column: pa.Array) -> list[list[tuple[str, bytes | None]]]:
     return out
 
 
-def batch_rows(batch: pa.RecordBatch, options: SinkOptions, first_row: int) -> list[Row]:
-    """One Arrow batch as producer rows; a null topic or bad partition names its row
-    (counted from 0 within this task's input)."""
+def batch_runs(batch: pa.RecordBatch, options: SinkOptions, first_row: int) -> list[Run]:
+    """An Arrow batch as columns, split where the topic changes (one run for a topic
+    option); a null topic or a negative partition is refused naming its row."""
     n = batch.num_rows
     value_col = _column(batch, "value")
     if value_col is None:
         raise SinkError("epochlog sink: the input has no value column")
     values = _as_bytes(value_col)
     key_col = _column(batch, "key")
-    keys = _as_bytes(key_col) if key_col is not None else [None] * n
-    if options.topic is not None:
-        topics: list[str | None] = [options.topic] * n
-    else:
-        topic_col = _column(batch, "topic")
-        if topic_col is None:
-            raise SinkError("epochlog sink: no topic column and no topic option")
-        topics = topic_col.to_pylist()
+    keys = _as_bytes(key_col) if key_col is not None else None
     part_col = _column(batch, "partition")
-    partitions = part_col.to_pylist() if part_col is not None else [None] * n
+    partitions = part_col.to_pylist() if part_col is not None else None
+    if partitions is not None:
+        for i, partition in enumerate(partitions):
+            if partition is not None and partition < 0:
+                raise SinkError(
+                    f"epochlog sink: row {first_row + i} of this task has partition {partition}"
+                )
     header_col = _column(batch, "headers")
-    headers = _headers(header_col) if header_col is not None else [[] for _ in range(n)]
-    rows: list[Row] = []
-    for i in range(n):
-        topic = topics[i]
+    headers = _headers(header_col) if header_col is not None else None
+    if options.topic is not None:
+        return [Run(options.topic, values, keys, partitions, headers)]
+    topic_col = _column(batch, "topic")
+    if topic_col is None:
+        raise SinkError("epochlog sink: no topic column and no topic option")
+    topics: list[str | None] = topic_col.to_pylist()
+    runs: list[Run] = []
+    start = 0
+    for i in range(1, n + 1):
+        if i < n and topics[i] == topics[start]:
+            continue
+        topic = topics[start]
         if topic is None:
             raise SinkError(
-                f"epochlog sink: row {first_row + i} of this task has a null topic and no "
-                "topic option is set"
+                f"epochlog sink: row {first_row + start} of this task has a null topic and "
+                "no topic option is set"
             )
-        partition = partitions[i]
-        if partition is not None and partition < 0:
-            raise SinkError(
-                f"epochlog sink: row {first_row + i} of this task has partition {partition}"
+        runs.append(
+            Run(
+                topic,
+                values[start:i],
+                keys[start:i] if keys is not None else None,
+                partitions[start:i] if partitions is not None else None,
+                headers[start:i] if headers is not None else None,
             )
-        rows.append((topic, values[i], keys[i], partition, headers[i]))
-    return rows
+        )
+        start = i
+    return runs
 
 
 @dataclass
@@ -225,12 +237,12 @@ def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> SinkC
         for batch in batches:
             if batch.num_rows == 0:
                 continue
-            rows = batch_rows(batch, options, written)
+            runs = batch_runs(batch, options, written)
             try:
-                producer.send_rows(rows)
+                producer.send_runs(runs)
             except ValueError as exc:  # e.g. a partition the topic does not have
                 raise SinkError(f"epochlog sink: {exc}") from exc
-            written += len(rows)
+            written += batch.num_rows
         producer.flush()
         return SinkCommitMessage(written)
     finally:

@@ -1,25 +1,40 @@
 """One idempotent epochlog producer for one Spark write task.
 
 The asyncio ``AsyncProducer`` runs on a private event-loop thread, and a whole Arrow
-batch of rows is enqueued by one coroutine: handing records over one at a time (as the
-synchronous ``Producer`` does) costs a thread hop per record, several times slower.
-Enqueueing waits while too many records are unacknowledged, so memory stays bounded
-whatever the size of the task's input."""
+batch is handed over at once, as columns: each run of rows with the same topic is one
+``send_many`` call (one future per call, not per record). Enqueueing waits while too
+many records are unacknowledged, so memory stays bounded whatever the size of the
+task's input."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 from collections.abc import Coroutine, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from epochlog.client.producer import AsyncProducer, RecordMetadata
+from epochlog.client.producer import AsyncProducer, SendManyResult
 
 T = TypeVar("T")
-# (topic, value, key, partition or None, headers)
-Row = tuple[str, bytes | None, bytes | None, int | None, list[tuple[str, bytes | None]]]
 # Records enqueued and not yet answered before enqueueing waits for answers.
 MAX_OUTSTANDING = 200_000
+# Records per send_many call: answers come back (and room frees) in these steps.
+CHUNK = 10_000
+
+
+@dataclass
+class Run:
+    """Consecutive rows of one topic, as columns; None for a column the input lacks."""
+
+    topic: str
+    values: list[bytes | None]
+    keys: list[bytes | None] | None = None
+    partitions: list[int | None] | None = None
+    headers: list[list[tuple[str, bytes | None]]] | None = None
+
+    def __len__(self) -> int:
+        return len(self.values)
 
 
 class SinkDeliveryError(RuntimeError):
@@ -57,32 +72,41 @@ class TaskProducer:
     def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
 
-    def send_rows(self, rows: Sequence[Row]) -> None:
-        """Enqueue every row (in order); raises the first delivery error seen so far."""
-        self._run(self._send_rows(rows))
+    def send_runs(self, runs: Sequence[Run]) -> None:
+        """Enqueue every run (in order); raises the first delivery error seen so far."""
+        self._run(self._send_runs(runs))
         self.raise_if_failed()
 
-    async def _send_rows(self, rows: Sequence[Row]) -> None:
+    async def _send_runs(self, runs: Sequence[Run]) -> None:
         assert self._room is not None
         producer = self._producer
-        for topic, value, key, partition, headers in rows:
-            if self.first_error is not None:
-                return
-            while not self._room.is_set():
-                await self._room.wait()
-            future = await producer.send(topic, value, key, partition, headers)
-            self._outstanding += 1
-            self.sent += 1
-            future.add_done_callback(self._answered)
-            if self._outstanding >= self._max_outstanding:
-                self._room.clear()
+        for run in runs:
+            for start in range(0, len(run), CHUNK):
+                if self.first_error is not None:
+                    return
+                while not self._room.is_set():
+                    await self._room.wait()
+                end = start + CHUNK
+                result = await producer.send_many(
+                    run.topic,
+                    run.values[start:end],
+                    keys=run.keys[start:end] if run.keys is not None else None,
+                    partition=run.partitions[start:end] if run.partitions is not None else None,
+                    headers=run.headers[start:end] if run.headers is not None else None,
+                )
+                count = len(result)
+                self._outstanding += count
+                self.sent += count
+                result.future.add_done_callback(lambda f, n=count: self._answered(f, n))
+                if self._outstanding >= self._max_outstanding:
+                    self._room.clear()
 
-    def _answered(self, future: asyncio.Future[RecordMetadata]) -> None:
+    def _answered(self, future: asyncio.Future[SendManyResult], count: int) -> None:
         assert self._room is not None
-        self._outstanding -= 1
+        self._outstanding -= count
         error = future.exception() if not future.cancelled() else asyncio.CancelledError()
         if error is None:
-            self.acknowledged += 1
+            self.acknowledged += count
         elif self.first_error is None:
             self.first_error = error
         if self._outstanding <= self._max_outstanding // 2 or self.first_error is not None:
