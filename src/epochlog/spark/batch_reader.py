@@ -43,10 +43,13 @@ class EpochlogBatchReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         view = LeaderView(self.options)
-        snap = view.snapshot({})
-        bounds = {tp: (v.log_start, v.high_watermark) for tp, v in snap.partitions.items()}
-        starts = _resolve(self.options.starting, view, bounds)
-        ends = _resolve(self.options.ending, view, bounds)
+        try:
+            snap = view.snapshot({})
+            bounds = {tp: (v.log_start, v.high_watermark) for tp, v in snap.partitions.items()}
+            starts = _resolve(self.options.starting, view, bounds)
+            ends = _resolve(self.options.ending, view, bounds)
+        finally:
+            view.close()
         ranges: dict[TopicPartition, tuple[Position, int]] = {}
         lost = []
         for tp, (low, high) in sorted(bounds.items()):

@@ -67,32 +67,65 @@ class LeaderView:
         self._options = options
         self._guard_s = guard_s
         self._seams = real_seams()
+        # Spark keeps the stream reader (and so this view) alive in one Python process
+        # for the whole query: one event loop and one admin client serve every driver
+        # call, instead of a connection and metadata round trip per call.
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._admin: AsyncAdmin | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A pickled copy (Spark ships the reader to workers) carries no loop or socket."""
+        state = dict(self.__dict__)
+        state["_loop"] = None
+        state["_admin"] = None
+        return state
 
     # -- plumbing ----------------------------------------------------------------
 
+    def _call(self, work: Awaitable[T]) -> T:
+        if self._loop is None or self._loop.is_closed():
+            self._loop = asyncio.new_event_loop()
+        return self._loop.run_until_complete(work)
+
+    def close(self) -> None:
+        """Close the kept admin client and loop (a later call opens new ones)."""
+        if self._loop is None or self._loop.is_closed():
+            return
+        try:
+            if self._admin is not None:
+                self._loop.run_until_complete(self._admin.close())
+        finally:
+            self._admin = None
+            self._loop.close()
+            self._loop = None
+
     def _run(self, what: str, attempt: Callable[[AsyncAdmin], Awaitable[T]]) -> T:
-        """Run ``attempt`` with a fresh admin client until it succeeds or the guard ends."""
+        """Run ``attempt`` with the kept admin client until it succeeds or the guard
+        ends; a failed attempt drops the client, so the next one starts afresh."""
 
         async def main() -> T:
             clock = self._seams.clock
             deadline = clock.monotonic() + self._guard_s
             pause = 0.05
             while True:
-                admin = AsyncAdmin(self._seams.network, self._options.bootstrap_servers)
+                if self._admin is None:
+                    self._admin = AsyncAdmin(self._seams.network, self._options.bootstrap_servers)
                 try:
-                    return await attempt(admin)
-                except (NotReady, ConnectionError, OSError, KafkaError) as exc:
+                    return await attempt(self._admin)
+                except BaseException as exc:
+                    admin, self._admin = self._admin, None
+                    await admin.close()
+                    if not isinstance(exc, (NotReady, ConnectionError, OSError, KafkaError)):
+                        raise
                     if isinstance(exc, KafkaError) and exc.code not in RETRIABLE:
                         raise
                     if clock.monotonic() + pause > deadline:
                         raise TimeoutError(f"epochlog source: {what}: {exc}") from exc
                     log.info("%s: %s; retrying", what, exc)
-                finally:
-                    await admin.close()
                 await clock.sleep(pause)
                 pause = min(pause * 2, 1.0)
 
-        return asyncio.run(main())
+        return self._call(main())
 
     async def _describe(self, admin: AsyncAdmin, topics: Iterable[str] | None) -> ClusterInfo:
         wanted = None if topics is None else sorted(set(topics))
@@ -139,15 +172,27 @@ class LeaderView:
             info = await self._describe(admin, self._topics())
             selected = self._selected(info)
             snap = ClusterSnapshot()
-            for tp, (topic_id, leader, epoch) in sorted(selected.items()):
+            order = sorted(selected.items())
+            # All questions at once: the connections pipeline them.
+            bounds = await asyncio.gather(
+                *(
+                    admin.list_offset(leader, tp.topic, tp.partition, spec)
+                    for tp, (_, leader, _) in order
+                    for spec in (EARLIEST, LATEST)
+                )
+            )
+            for i, (tp, (topic_id, leader, epoch)) in enumerate(order):
                 snap.topic_ids[tp.topic] = topic_id
-                start, _ = await admin.list_offset(leader, tp.topic, tp.partition, EARLIEST)
-                end, _ = await admin.list_offset(leader, tp.topic, tp.partition, LATEST)
+                start, end = bounds[2 * i][0], bounds[2 * i + 1][0]
                 snap.partitions[tp] = PartitionView(leader, epoch, start, end)
-            asked = {tp: e for tp, e in validate.items() if tp in selected and e >= 0}
-            for tp, epoch in asked.items():
-                leader, current = selected[tp][1], selected[tp][2]
-                snap.epoch_ends[tp] = await _end_for_epoch(admin, leader, tp, current, epoch)
+            asked = sorted((tp, e) for tp, e in validate.items() if tp in selected and e >= 0)
+            answers = await asyncio.gather(
+                *(
+                    _end_for_epoch(admin, selected[tp][1], tp, selected[tp][2], epoch)
+                    for tp, epoch in asked
+                )
+            )
+            snap.epoch_ends.update(zip((tp for tp, _ in asked), answers, strict=True))
             return snap
 
         return self._run("reading partition offsets", attempt)
@@ -209,7 +254,7 @@ class LeaderView:
                 await consumer.close()
             return found
 
-        return asyncio.run(main())
+        return self._call(main())
 
 
 async def _end_for_epoch(

@@ -140,6 +140,9 @@ class EpochlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.options = options
         self._view_made: LeaderView | None = None
         self._target: dict[TopicPartition, int] | None = None
+        # Spark asks for the initial offset more than once in a query's first batch;
+        # every answer must be the same (a second look could see a moved "latest").
+        self._initial: dict | None = None
 
     @property
     def _view(self) -> LeaderView:
@@ -154,6 +157,8 @@ class EpochlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- offsets ---------------------------------------------------------------------
 
     def initialOffset(self) -> dict:
+        if self._initial is not None:
+            return self._initial
         snap = self._view.snapshot({})
         if not snap.partitions:
             raise ValueError("epochlog source: no partition matches the subscription")
@@ -162,7 +167,8 @@ class EpochlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             positions=initial_positions(self.options, self._view, snap),
         )
         log.info("epochlog source: initial offset %s", json.dumps(offset.to_json()))
-        return offset.to_json()
+        self._initial = offset.to_json()
+        return self._initial
 
     def getDefaultReadLimit(self) -> ReadLimit:
         limit = self.options.max_offsets_per_trigger
@@ -227,4 +233,7 @@ class EpochlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Nothing to do: the checkpoint holds all the source needs."""
 
     def stop(self) -> None:
-        """No resources outlive a call."""
+        """Close the cluster view's connection (nothing else needs it; Spark may not
+        call this, and the process ends with the query anyway)."""
+        if self._view_made is not None:
+            self._view_made.close()
