@@ -99,6 +99,8 @@ class AsyncProducer:
         )
         self._partitioner = Partitioner(c["partitioner"], self._seams.random)
         self._queues: dict[TopicPartition, deque[_Batch]] = {}
+        # Per topic, by partition: (its TopicPartition, its queue), for send()'s hot path.
+        self._slots: dict[str, list[tuple[TopicPartition, deque[_Batch]] | None]] = {}
         self._in_flight: set[TopicPartition] = set()
         self._sequences: dict[TopicPartition, int] = {}
         self._producer_id = (-1, -1)
@@ -248,7 +250,14 @@ class AsyncProducer:
             partition = self._partitioner.partition(topic, key, count)
         elif not 0 <= partition < count:
             raise ValueError(f"partition {partition} of {topic}, which has {count}")
-        tp = TopicPartition(topic, partition)
+        slots = self._slots.get(topic)
+        if slots is None or len(slots) <= partition:
+            slots = self._slots[topic] = [None] * count
+        slot = slots[partition]
+        if slot is None:
+            tp = TopicPartition(topic, partition)
+            slot = slots[partition] = (tp, self._queues.setdefault(tp, deque()))
+        tp, queue = slot
         size = RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
         hdrs: list[tuple[str, bytes | None]] = []
         if headers:
@@ -256,9 +265,6 @@ class AsyncProducer:
             size += sum(len(k.encode()) + len(v or b"") for k, v in hdrs)
         if size + BATCH_OVERHEAD > self._max_request_size:
             raise RecordTooLargeError(tp, size + BATCH_OVERHEAD, self._max_request_size)
-        queue = self._queues.get(tp)
-        if queue is None:
-            queue = self._queues[tp] = deque()
         batch = queue[-1] if queue and queue[-1].payload is None else None
         if batch is None or (batch.records and batch.size + size > self._batch_room):
             batch = _Batch(tp, self._clock.monotonic())
