@@ -349,6 +349,9 @@ def test_damaged_records_raise_kafka_error_or_decode_like_the_record_path(
         return  # both refuse, or ours refuses what the other reads lazily wrong
     if any(not INT64[0] <= r.timestamp <= INT64[1] for r in expected):
         return  # beyond Arrow's int64 timestamps
+    # A damaged offset delta may put a record below the fetch position (0 here): the
+    # columnar path drops such records, as a consumer does.
+    expected = [r for r in expected if r.offset >= 0]
     got = rows_of(table)
     assert [(r["offset"], r["key"], r["value"], r["timestamp"]) for r in got] == [
         (r.offset, r.key, r.value, r.timestamp) for r in expected
