@@ -102,7 +102,7 @@ class _Txn:
                 self._remove(path)
             else:
                 self._put(path, old)
-        del self.events[mark[1]:]
+        del self.events[mark[1] :]
 
     def reap(self, now_ms: int) -> None:
         """End every session whose deadline passed (by whoever notices first)."""

@@ -72,26 +72,38 @@ class _SqlStore:
     def get(self, path: str) -> Node | None:
         row = self.conn.execute(
             "SELECT data, version, cversion, num_children, ctime, mtime, ephemeral_owner"
-            " FROM nodes WHERE path = ?", (path,)).fetchone()
+            " FROM nodes WHERE path = ?",
+            (path,),
+        ).fetchone()
         return Node(bytes(row[0]), *row[1:]) if row else None
 
     def put(self, path: str, node: Node) -> None:
         self.conn.execute(
             "INSERT OR REPLACE INTO nodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (path, parent_of(path), node.data, node.version, node.cversion,
-             node.num_children, node.ctime, node.mtime, node.ephemeral_owner))
+            (
+                path,
+                parent_of(path),
+                node.data,
+                node.version,
+                node.cversion,
+                node.num_children,
+                node.ctime,
+                node.mtime,
+                node.ephemeral_owner,
+            ),
+        )
 
     def remove(self, path: str) -> None:
         self.conn.execute("DELETE FROM nodes WHERE path = ?", (path,))
 
     def children(self, path: str) -> list[str]:
         rows = self.conn.execute(
-            "SELECT path FROM nodes WHERE parent = ? AND path != '/' ORDER BY path", (path,))
+            "SELECT path FROM nodes WHERE parent = ? AND path != '/' ORDER BY path", (path,)
+        )
         return [r[0].rsplit("/", 1)[1] for r in rows]
 
     def ephemerals(self, session_id: int) -> list[str]:
-        rows = self.conn.execute(
-            "SELECT path FROM nodes WHERE ephemeral_owner = ?", (session_id,))
+        rows = self.conn.execute("SELECT path FROM nodes WHERE ephemeral_owner = ?", (session_id,))
         return [r[0] for r in rows]
 
     def emit(self, kind: EventType, path: str) -> None:
@@ -116,7 +128,8 @@ class _Db:
 
     def __init__(self, path: str) -> None:
         self.conn = sqlite3.connect(
-            path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+            path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+        )
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=FULL")
         self._in_write(lambda store: [self.conn.execute(sql) for sql in _SCHEMA])
@@ -132,7 +145,8 @@ class _Db:
             result = body(store)
             conn.executemany(
                 "INSERT INTO changes (path, kind) VALUES (?, ?)",
-                [(e.path, _KINDS[e.type]) for e in store.events])
+                [(e.path, _KINDS[e.type]) for e in store.events],
+            )
             conn.execute("COMMIT")
             return result
         except BaseException:
@@ -146,7 +160,8 @@ class _Db:
         alive = row is not None and now <= row[0]
         if alive:
             self.conn.execute(
-                "UPDATE sessions SET expires_at = ? WHERE id = ?", (now + timeout_ms, sid))
+                "UPDATE sessions SET expires_at = ? WHERE id = ?", (now + timeout_ms, sid)
+            )
         dead = [
             row[0]
             for row in self.conn.execute("SELECT id, expires_at, owner FROM sessions").fetchall()
@@ -160,7 +175,8 @@ class _Db:
     def _new_session(self, timeout_ms: int, now: int) -> int:
         cur = self.conn.execute(
             "INSERT INTO sessions (timeout_ms, expires_at, owner) VALUES (?, ?, ?)",
-            (timeout_ms, now + timeout_ms, process_identity()))
+            (timeout_ms, now + timeout_ms, process_identity()),
+        )
         assert cur.lastrowid is not None
         return cur.lastrowid
 
@@ -172,7 +188,8 @@ class _Db:
         new = self._replaced.get(sid)
         if new is not None:
             row = self.conn.execute(
-                "SELECT expires_at FROM sessions WHERE id = ?", (new,)).fetchone()
+                "SELECT expires_at FROM sessions WHERE id = ?", (new,)
+            ).fetchone()
             if row is not None and now <= row[0]:
                 return new
         new = self._new_session(timeout_ms, now)
@@ -188,18 +205,20 @@ class _Db:
 
     def heartbeat(self, sid: int, timeout_ms: int, now: int) -> int | None:
         """Keep ``sid`` alive; returns a new session id if it had expired."""
+
         def body(store: _SqlStore) -> int | None:
             alive = self._touch(store, sid, timeout_ms, now)
             self.conn.execute(
                 "DELETE FROM changes WHERE seq <= (SELECT MAX(seq) FROM changes) - ?",
-                (CHANGE_LOG_KEEP,))
+                (CHANGE_LOG_KEEP,),
+            )
             return None if alive else self._replacement(sid, timeout_ms, now)
 
         return self._in_write(body)
 
-    def write(self, action: Action, sid: int, timeout_ms: int, now: int
-              ) -> tuple[str, object]:
+    def write(self, action: Action, sid: int, timeout_ms: int, now: int) -> tuple[str, object]:
         """('ok', result), ('error', exc: rolled back) or ('expired', new session id)."""
+
         def body(store: _SqlStore) -> tuple[str, object]:
             if not self._touch(store, sid, timeout_ms, now):
                 return "expired", self._replacement(sid, timeout_ms, now)
@@ -227,8 +246,8 @@ class _Db:
     def poll(self, after: int) -> tuple[list[tuple[int, str, int]], bool]:
         """Change rows after ``after``, and whether rows we never saw were pruned."""
         rows = self.conn.execute(
-            "SELECT seq, path, kind FROM changes WHERE seq > ? ORDER BY seq LIMIT 5000",
-            (after,)).fetchall()
+            "SELECT seq, path, kind FROM changes WHERE seq > ? ORDER BY seq LIMIT 5000", (after,)
+        ).fetchall()
         lost = False
         if rows and rows[0][0] != after + 1:
             lowest = self.conn.execute("SELECT MIN(seq) FROM changes").fetchone()[0]
@@ -262,7 +281,8 @@ class SqliteMetastore(TreeMetastore):
         try:
             self._db = await self._run(_Db, path)
             self._session, self._seen = await self._run(
-                self._db.open_session, session_timeout_ms, clock.time_ms())
+                self._db.open_session, session_timeout_ms, clock.time_ms()
+            )
         except BaseException:
             self._executor.shutdown(wait=False)
             raise
@@ -292,8 +312,12 @@ class SqliteMetastore(TreeMetastore):
 
     async def _write(self, action: Action) -> object:
         outcome, value = await self._run(
-            self._open_db.write, action, self._session, self.session_timeout_ms,
-            self.clock.time_ms())
+            self._open_db.write,
+            action,
+            self._session,
+            self.session_timeout_ms,
+            self.clock.time_ms(),
+        )
         if outcome == "expired":
             assert isinstance(value, int)
             self._replace_session(value)
@@ -321,8 +345,12 @@ class SqliteMetastore(TreeMetastore):
             if self._heartbeats_paused or self.closed:
                 continue
             try:
-                new = await self._run(self._open_db.heartbeat, self._session,
-                                      self.session_timeout_ms, self.clock.time_ms())
+                new = await self._run(
+                    self._open_db.heartbeat,
+                    self._session,
+                    self.session_timeout_ms,
+                    self.clock.time_ms(),
+                )
             except MetastoreError:
                 log.warning("metastore heartbeat failed", exc_info=True)
                 continue

@@ -80,9 +80,15 @@ def _map_error(exc: BaseException, path: str | None) -> BaseException:
 
 
 def _stat(s: ZnodeStat) -> Stat:
-    return Stat(version=s.version, cversion=s.cversion, ephemeral_owner=s.ephemeralOwner,
-                ctime=s.ctime, mtime=s.mtime, num_children=s.numChildren,
-                data_length=s.dataLength)
+    return Stat(
+        version=s.version,
+        cversion=s.cversion,
+        ephemeral_owner=s.ephemeralOwner,
+        ctime=s.ctime,
+        mtime=s.mtime,
+        num_children=s.numChildren,
+        data_length=s.dataLength,
+    )
 
 
 def parse_hosts(rest: str) -> tuple[str, str]:
@@ -114,8 +120,10 @@ class ZkMetastore(Metastore):
         self.hosts = hosts
         self.chroot = chroot
         self._client = KazooClient(
-            hosts=hosts, timeout=session_timeout_ms / 1000,
-            connection_retry=KazooRetry(max_tries=-1, delay=0.05, max_delay=1.0))
+            hosts=hosts,
+            timeout=session_timeout_ms / 1000,
+            connection_retry=KazooRetry(max_tries=-1, delay=0.05, max_delay=1.0),
+        )
         self._session = 0
         self._lost = False
         self._suspended = False
@@ -149,8 +157,9 @@ class ZkMetastore(Metastore):
 
     # -- bridging kazoo's async results and events onto the loop ------------------------
 
-    async def _call(self, method: Callable[..., Any], *args: object, path: str | None = None,
-                    **kwargs: object) -> Any:
+    async def _call(
+        self, method: Callable[..., Any], *args: object, path: str | None = None, **kwargs: object
+    ) -> Any:
         """Start a kazoo ``*_async`` call and await its result on the loop."""
         if self.closed:
             raise MetastoreError("metastore is closed")
@@ -236,8 +245,9 @@ class ZkMetastore(Metastore):
         """Re-read the path, re-arm ZooKeeper's one-shot watch, report what changed."""
         async with pw.lock:
             if kind == "data":
-                stat = await self._call(self._client.exists_async, pw.path,
-                                        watch=pw.data_fn, path=pw.path)
+                stat = await self._call(
+                    self._client.exists_async, pw.path, watch=pw.data_fn, path=pw.path
+                )
                 seen = (stat.czxid, stat.mzxid) if stat else None
                 old, pw.data_seen, pw.data_armed = pw.data_seen, seen, True
                 if dispatch:
@@ -252,14 +262,19 @@ class ZkMetastore(Metastore):
     async def _children_state(self, pw: _PathWatch) -> tuple[int, int, int] | None:
         while True:
             try:
-                _, stat = await self._call(self._client.get_children_async, pw.path,
-                                           watch=pw.children_fn, include_data=True,
-                                           path=pw.path)
+                _, stat = await self._call(
+                    self._client.get_children_async,
+                    pw.path,
+                    watch=pw.children_fn,
+                    include_data=True,
+                    path=pw.path,
+                )
                 return stat.czxid, stat.pzxid, stat.numChildren
             except NoNodeError:
                 # Absent: watch for its creation instead.
-                stat = await self._call(self._client.exists_async, pw.path, watch=pw.children_fn,
-                                        path=pw.path)
+                stat = await self._call(
+                    self._client.exists_async, pw.path, watch=pw.children_fn, path=pw.path
+                )
                 if stat is None:
                     return None
 
@@ -275,9 +290,15 @@ class ZkMetastore(Metastore):
         make_parents: bool = False,
     ) -> str:
         validate_path(path)
-        created = await self._call(self._client.create_async, path, bytes(data),
-                                   ephemeral=ephemeral, sequence=sequential,
-                                   makepath=make_parents, path=path)
+        created = await self._call(
+            self._client.create_async,
+            path,
+            bytes(data),
+            ephemeral=ephemeral,
+            sequence=sequential,
+            makepath=make_parents,
+            path=path,
+        )
         return str(created)
 
     async def get(self, path: str) -> tuple[bytes, Stat]:
@@ -337,8 +358,7 @@ class ZkMetastore(Metastore):
             if isinstance(op, Check):
                 txn.check(op.path, op.version)
             elif isinstance(op, Create):
-                txn.create(op.path, bytes(op.data), ephemeral=op.ephemeral,
-                           sequence=op.sequential)
+                txn.create(op.path, bytes(op.data), ephemeral=op.ephemeral, sequence=op.sequential)
             elif isinstance(op, SetData):
                 txn.set_data(op.path, bytes(op.data), op.version)
             elif isinstance(op, Delete):
@@ -361,7 +381,7 @@ class ZkMetastore(Metastore):
 
     def _unchroot(self, path: str) -> str:
         if self.chroot and path.startswith(self.chroot + "/"):
-            return path[len(self.chroot):]
+            return path[len(self.chroot) :]
         return path
 
     async def close(self) -> None:
@@ -385,8 +405,7 @@ def _data_events(old: tuple[int, int] | None, new: tuple[int, int] | None) -> li
     return [EventType.CHANGED]
 
 
-def _children_changed(old: tuple[int, int, int] | None,
-                      new: tuple[int, int, int] | None) -> bool:
+def _children_changed(old: tuple[int, int, int] | None, new: tuple[int, int, int] | None) -> bool:
     if old is None or new is None:
         present = old or new
         return bool(present and present[2])
