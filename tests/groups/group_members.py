@@ -67,6 +67,11 @@ class GroupMember(threading.Thread):
             session_timeout_ms=10000,
             heartbeat_interval_ms=500,
         )
+        # Topic metadata first: a kafka-python 3.0 leader that joined before it had the
+        # topic's metadata assigns nothing, rejoins at once, and then now and then never
+        # handles the answer to its next SyncGroup (the broker's group went Stable) and
+        # stops heartbeating (seen 1 run in ~10 with group.initial.rebalance.delay.ms=0).
+        assert consumer.partitions_for_topic(self.topic), f"no metadata for {self.topic}"
         consumer.subscribe([self.topic])
         return consumer
 
