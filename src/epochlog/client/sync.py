@@ -52,7 +52,35 @@ async def _call(fn: Callable[[], T]) -> T:
     return fn()
 
 
-class Producer:
+class _SyncClient:
+    """An asyncio client living on a private loop thread, its calls made synchronous."""
+
+    _thread: _LoopThread
+    _client: Any
+
+    def _start(self, name: str, make: Callable[[], Any]) -> None:
+        """Build the async client on its own loop (it binds to the loop it is made on)."""
+        self._thread = _LoopThread(name)
+        try:
+            self._client = self._thread.run(_call(make))
+        except BaseException:
+            self._thread.stop()
+            raise
+
+    def close(self) -> None:
+        try:
+            self._thread.run(self._client.close())
+        finally:
+            self._thread.stop()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Producer(_SyncClient):
     """confluent-kafka-like: ``produce`` with an ``on_delivery`` callback, ``flush``.
 
     ``produce`` only appends to a hand-off queue; one drain task on the producer's loop
@@ -60,20 +88,12 @@ class Producer:
     thread wake-up, not one per record, and call order is kept."""
 
     def __init__(self, config: Mapping[str, object], seams: Seams | None = None) -> None:
-        self._thread = _LoopThread("epochlog-producer")
         self._handoff: deque[_Handoff | _BatchHandoff] = deque()
         self._drain_lock = threading.Lock()
         self._draining = False
         self._drain_task: asyncio.Task[None] | None = None
-
-        async def make() -> AsyncProducer:
-            return AsyncProducer(config, seams)
-
-        try:
-            self._producer = self._thread.run(make())
-        except BaseException:
-            self._thread.stop()
-            raise
+        self._start("epochlog-producer", lambda: AsyncProducer(config, seams))
+        self._producer: AsyncProducer = self._client
 
     def produce(
         self,
@@ -176,16 +196,9 @@ class Producer:
 
     def close(self) -> None:
         try:
-            self.flush()
-            self._thread.run(self._producer.close())
+            self.flush()  # records still in the hand-off queue first
         finally:
-            self._thread.stop()
-
-    def __enter__(self) -> Producer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+            super().close()
 
 
 @dataclass(slots=True)
@@ -234,23 +247,15 @@ class _Handoff:
             self.settle(None, fut.result())
 
 
-class Admin:
+class Admin(_SyncClient):
     """Every AsyncAdmin call made synchronous: ``Admin(config).describe_groups([...])``."""
 
     def __init__(
         self, config: Mapping[str, object], seams: Seams | None = None, *, timeout: float = 120.0
     ) -> None:
-        self._thread = _LoopThread("epochlog-admin")
         self._timeout = timeout
-
-        async def make() -> AsyncAdmin:
-            return AsyncAdmin(config, seams=seams)
-
-        try:
-            self._admin = self._thread.run(make())
-        except BaseException:
-            self._thread.stop()
-            raise
+        self._start("epochlog-admin", lambda: AsyncAdmin(config, seams=seams))
+        self._admin: AsyncAdmin = self._client
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._admin, name)
@@ -262,33 +267,13 @@ class Admin:
 
         return call
 
-    def close(self) -> None:
-        try:
-            self._thread.run(self._admin.close())
-        finally:
-            self._thread.stop()
 
-    def __enter__(self) -> Admin:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-class Consumer:
+class Consumer(_SyncClient):
     """assign / seek / poll over AsyncConsumer."""
 
     def __init__(self, config: Mapping[str, object], seams: Seams | None = None) -> None:
-        self._thread = _LoopThread("epochlog-consumer")
-
-        async def make() -> AsyncConsumer:
-            return AsyncConsumer(config, seams)
-
-        try:
-            self._consumer = self._thread.run(make())
-        except BaseException:
-            self._thread.stop()
-            raise
+        self._start("epochlog-consumer", lambda: AsyncConsumer(config, seams))
+        self._consumer: AsyncConsumer = self._client
 
     def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
         self._consumer.assign(list(partitions))
@@ -330,15 +315,3 @@ class Consumer:
         self, timestamps: Mapping[TopicPartition | tuple[str, int], int]
     ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         return self._thread.run(self._consumer.offsets_for_times(timestamps))
-
-    def close(self) -> None:
-        try:
-            self._thread.run(self._consumer.close())
-        finally:
-            self._thread.stop()
-
-    def __enter__(self) -> Consumer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
