@@ -101,12 +101,12 @@ def test_out_of_order_sequence_after_unclean_truncation_renews_the_producer_id(
             p = producer(broker)
             for i in range(5):  # one batch each: truncation cuts at batch boundaries
                 await p.send_and_wait("t", b"old-%d" % i, partition=0)
-            before = p._producer_id
+            before = p._producer_ids.producer
             # The new leader kept offsets 0..2: sequences 3 and 4 of this producer are gone.
             move_to_epoch(broker, 1, truncate_to=3)
             after = [await p.send_and_wait("t", b"new-%d" % i, partition=0) for i in range(3)]
             assert [m.offset for m in after] == [3, 4, 5]
-            assert p._producer_id != before
+            assert p._producer_ids.producer != before
             await p.close()
             await admin.close()
             assert await read_all(broker, 6) == [

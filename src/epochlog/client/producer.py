@@ -1,15 +1,9 @@
 """AsyncProducer: batches per partition (``linger.ms``, ``batch.size``), compression,
-acks 0/1/all, idempotence by default (one producer id, a sequence per partition) and
-retries that keep order: a partition has at most one batch in flight, and a failed
-batch is sent again, with the same sequence, before any later one.
-
-Sequence recovery (as the Java client does for idempotent, non-transactional
-producers): after an unclean truncation the leader no longer holds the sequences it
-acknowledged and answers OUT_OF_ORDER_SEQUENCE_NUMBER or UNKNOWN_PRODUCER_ID; the
-producer takes a new producer id (InitProducerId), restarts every sequence at 0 and
-sends the refused batch again. A batch that fails for good after it was sealed would
-leave a sequence gap that refuses every later batch: it also starts a new producer id.
-A record larger than ``max.request.size`` is refused when sent."""
+acks 0/1/all, idempotence by default (one producer id, a sequence per partition: see
+producer_id.py, which also renews the id when a sequence is lost) and retries that keep
+order: a partition has at most one batch in flight, and a failed batch is sent again,
+with the same sequence, before any later one. A record larger than
+``max.request.size`` is refused when sent."""
 
 from __future__ import annotations
 
@@ -20,13 +14,14 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
+from kafka.protocol.producer import ProduceRequest
 
 from epochlog.client.config import producer_config
 from epochlog.client.errors import DeliveryError, TopicPartition
 from epochlog.client.metadata import Cluster, backoff_seconds
 from epochlog.client.partitioner import Partitioner
 from epochlog.client.produce_batch import RecordMetadata, SendManyResult, _Batch
+from epochlog.client.producer_id import ProducerIds
 from epochlog.client.waiting import wait_event, with_timeout
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.records import build_batch
@@ -35,7 +30,6 @@ from epochlog.seams import Seams, real_seams
 log = logging.getLogger("epochlog.client.producer")
 
 PRODUCE_VERSION = 9
-INIT_PRODUCER_ID_VERSION = 4
 # Per-record overhead beyond key, value and headers, for sizing batches.
 RECORD_OVERHEAD = 20
 # A record batch's header (v2), counted against max.request.size with its records.
@@ -53,13 +47,6 @@ RETRIABLE = {
     ErrorCode.KAFKA_STORAGE_ERROR,
     ErrorCode.FENCED_LEADER_EPOCH,
     ErrorCode.UNKNOWN_LEADER_EPOCH,
-}
-# InitProducerId answers worth waiting out.
-INIT_RETRIABLE = {
-    ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-    ErrorCode.NOT_COORDINATOR,
-    ErrorCode.CONCURRENT_TRANSACTIONS,
 }
 # Errors that mean this client's view of the leader is wrong.
 METADATA_ERRORS = RETRIABLE - {ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_ENOUGH_REPLICAS}
@@ -102,10 +89,7 @@ class AsyncProducer:
         # Per topic, by partition: (its TopicPartition, its queue), for send()'s hot path.
         self._slots: dict[str, list[tuple[TopicPartition, deque[_Batch]] | None]] = {}
         self._in_flight: set[TopicPartition] = set()
-        self._sequences: dict[TopicPartition, int] = {}
-        self._producer_id = (-1, -1)
-        # Why a new producer id is needed (None: it is not).
-        self._new_producer_id: str | None = None
+        self._producer_ids = ProducerIds(self._cluster, self._clock, c, RETRIABLE)
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -123,68 +107,8 @@ class AsyncProducer:
     async def _start(self) -> None:
         if self._sender is None:
             if self.config["enable.idempotence"]:
-                await self._init_producer_id()
+                await self._producer_ids.init()
             self._sender = asyncio.get_running_loop().create_task(self._run())
-
-    async def _init_producer_id(self) -> None:
-        """InitProducerId from any live broker: a broker just killed may still be listed
-        in metadata, so each is tried in turn, then again after a backoff, until
-        ``delivery.timeout.ms``."""
-        deadline = self._clock.monotonic() + self.config["delivery.timeout.ms"] / 1000
-        request = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000)
-        attempt = 0
-        while True:
-            problems = []
-            try:
-                await self._cluster.refresh([])
-            except (ConnectionError, OSError) as exc:
-                problems.append(str(exc))
-            brokers = sorted(self._cluster.cache.brokers)
-            start = attempt % len(brokers) if brokers else 0
-            for broker in brokers[start:] + brokers[:start]:
-                try:
-                    response = await self._cluster.send(broker, request, INIT_PRODUCER_ID_VERSION)
-                except (ConnectionError, OSError) as exc:
-                    problems.append(f"broker {broker}: {exc}")
-                    continue
-                code = ErrorCode(response.error_code)
-                if code == ErrorCode.NONE:
-                    self._producer_id = (response.producer_id, response.producer_epoch)
-                    return
-                if code not in RETRIABLE and code not in INIT_RETRIABLE:
-                    raise DeliveryError(TopicPartition("*", -1), "InitProducerId refused", code)
-                problems.append(f"broker {broker}: {code.name}")
-            if self._clock.monotonic() >= deadline:
-                raise DeliveryError(
-                    TopicPartition("*", -1), "InitProducerId failed: " + "; ".join(problems)
-                )
-            log.info("InitProducerId not answered (%s); retrying", "; ".join(problems))
-            await self._clock.sleep(
-                backoff_seconds(
-                    attempt, self.config["retry.backoff.ms"], self.config["retry.backoff.max.ms"]
-                )
-            )
-            attempt += 1
-
-    async def _renew_producer_id(self) -> None:
-        """A new producer id with every sequence back at 0; sealed batches keep theirs."""
-        reason, old = self._new_producer_id, self._producer_id
-        await self._init_producer_id()
-        self._new_producer_id = None
-        self._sequences.clear()
-        log.warning(
-            "producer id %d (epoch %d) -> %d (epoch %d), sequences reset: %s",
-            old[0],
-            old[1],
-            *self._producer_id,
-            reason,
-        )
-
-    def _need_new_producer_id(self, batch: _Batch, reason: str) -> None:
-        """Only for a batch of the current producer id: one renewal per incident."""
-        if self._producer_id[0] >= 0 and batch.producer == self._producer_id:
-            self._new_producer_id = self._new_producer_id or f"{batch.tp}: {reason}"
-            self._wake.set()
 
     async def partitions_for(self, topic: str) -> int:
         """Partition count of ``topic``, waiting for its metadata if needed."""
@@ -491,9 +415,9 @@ class AsyncProducer:
     async def _run(self) -> None:
         attempt = 0
         while True:
-            if self._new_producer_id is not None:
+            if self._producer_ids.renewal is not None:
                 try:
-                    await self._renew_producer_id()
+                    await self._producer_ids.renew()
                 except Exception as exc:  # keep the sender alive; retried after backoff
                     log.warning("InitProducerId failed: %s", exc)
                     await self._clock.sleep(
@@ -540,11 +464,7 @@ class AsyncProducer:
     def _seal(self, batch: _Batch) -> bytes:
         """Encode a batch once; retries send the same bytes and sequence."""
         if batch.payload is None:
-            pid, epoch = self._producer_id
-            if pid >= 0:
-                batch.producer = (pid, epoch)
-                batch.base_sequence = self._sequences.get(batch.tp, 0)
-                self._sequences[batch.tp] = (batch.base_sequence + len(batch.records)) & 0x7FFFFFFF
+            pid, epoch = self._producer_ids.stamp(batch)
             batch.payload = build_batch(
                 batch.records,
                 compression=self.config["compression.codec"],
@@ -620,7 +540,7 @@ class AsyncProducer:
                 elif code in SEQUENCE_ERRORS and b.producer[0] >= 0:
                     # Refused, so not written: send it again under a new producer id.
                     reason = p.error_message or code.name
-                    self._need_new_producer_id(b, reason)
+                    self._producer_ids.need_new(b, reason)  # the sender is woken below
                     b.payload, b.base_sequence, b.producer = None, -1, (-1, -1)
                     self._retry_or_fail(b, reason, code)
                 else:
@@ -632,8 +552,9 @@ class AsyncProducer:
         sequence, the sequences after it would never be accepted: renew the id."""
         self._queues[batch.tp].popleft()
         batch.fail(error)
-        if batch.payload is not None and batch.base_sequence >= 0:
-            self._need_new_producer_id(batch, f"a batch failed ({error})")
+        sealed = batch.payload is not None and batch.base_sequence >= 0
+        if sealed and self._producer_ids.need_new(batch, f"a batch failed ({error})"):
+            self._wake.set()
 
     def _complete(self, batch: _Batch, base_offset: int, append_time: int = -1) -> None:
         self._queues[batch.tp].popleft()
