@@ -10,21 +10,22 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from epochlog_members import (
-    PARTITIONS,
-    Member,
-    committed,
-    distinct,
-    produce,
-    spread,
-    wait_for,
-)
 from kafka.protocol.metadata import FindCoordinatorRequest
 
 from cluster.cluster_harness import running_cluster
 from epochlog.client import Admin, TopicPartition
 from epochlog.client.connection import BrokerConnection
 from epochlog.seams.real import SocketNetwork
+from support.member_threads import (
+    PARTITIONS,
+    GroupMember,
+    committed,
+    distinct,
+    produce,
+    spread,
+    stop_all,
+    wait_for,
+)
 
 
 @pytest.mark.crash
@@ -38,7 +39,7 @@ def test_members_follow_the_coordinator_and_leaders_after_a_sigkill(tmp_path: Pa
         topic, group = "failover", "epochlog-failover"
         cluster.create_topic(topic, PARTITIONS, 3)
         produce(cluster.bootstrap, topic, 10, phase=1)
-        members = [Member("epochlog", cluster.bootstrap, group, topic, n) for n in "abc"]
+        members = [GroupMember("epochlog", cluster.bootstrap, group, topic, n) for n in "abc"]
         try:
             for m in members:
                 m.start()
@@ -74,10 +75,7 @@ def test_members_follow_the_coordinator_and_leaders_after_a_sigkill(tmp_path: Pa
                 assert found[TopicPartition(topic, p)].leader_epoch >= 1
             assert _coordinator(cluster.live_bootstrap(), group) != node
         finally:
-            for m in members:
-                m.stopping.set()
-            for m in members:
-                m.join(120)
+            stop_all(members)
 
 
 def _coordinator(bootstrap: str, group: str) -> int:

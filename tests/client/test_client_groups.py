@@ -7,26 +7,32 @@ topic."""
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from epochlog_members import (
+
+from epochlog.client import CommitFailedError, OffsetAndEpoch, TopicPartition
+from support.clients import create_topic
+from support.member_threads import (
     HANG_GUARD_S,
     PARTITIONS,
-    SETTINGS,
-    Member,
+    GroupMember,
     committed,
+    counted,
     distinct,
     produce,
     spread,
+    stop_all,
     total,
     wait_for,
 )
 
-from epochlog.client import CommitFailedError, OffsetAndEpoch, TopicPartition
-from support.clients import create_topic
+SETTINGS = {
+    "offsets.topic.num.partitions": 3,
+    "offsets.topic.replication.factor": 1,
+    "group.initial.rebalance.delay.ms": 0,
+}
 
 
 @pytest.mark.parametrize("strategy", ["range", "roundrobin"])
@@ -35,10 +41,10 @@ def test_three_members_rebalance_commit_epochs_and_resume(broker_factory, strate
     bootstrap = broker.bootstrap
     topic, group = f"groups-{strategy}", f"group-{strategy}"
     create_topic(bootstrap, topic, PARTITIONS)
-    everyone: list[Member] = []
+    everyone: list[GroupMember] = []
 
-    def member(name: str) -> Member:
-        m = Member(
+    def member(name: str) -> GroupMember:
+        m = GroupMember(
             "epochlog", bootstrap, group, topic, name, **{"partition.assignment.strategy": strategy}
         )
         everyone.append(m)
@@ -82,10 +88,7 @@ def test_three_members_rebalance_commit_epochs_and_resume(broker_factory, strate
         assert sorted(again) == [(p, o) for p in range(PARTITIONS) for o in range(30, 35)]
         assert total(everyone) == before + 30
     finally:
-        for m in everyone:
-            m.stopping.set()
-        for m in everyone:
-            m.join(HANG_GUARD_S)
+        stop_all(everyone)
 
 
 @pytest.mark.interop
@@ -97,9 +100,9 @@ def test_mixed_group_with_other_clients(broker_factory, other: str) -> None:
     create_topic(bootstrap, topic, PARTITIONS)
     produce(bootstrap, topic, 10, phase=1)
     members = [
-        Member("epochlog", bootstrap, group, topic, "el-1"),
-        Member(other, bootstrap, group, topic, "other-1"),
-        Member("epochlog", bootstrap, group, topic, "el-2"),
+        GroupMember("epochlog", bootstrap, group, topic, "el-1"),
+        GroupMember(other, bootstrap, group, topic, "other-1"),
+        GroupMember("epochlog", bootstrap, group, topic, "el-2"),
     ]
     try:
         for m in members:
@@ -112,15 +115,11 @@ def test_mixed_group_with_other_clients(broker_factory, other: str) -> None:
         for m in members:
             m.stop()
         assert distinct(members) == {(p, o) for p in range(PARTITIONS) for o in range(20)}
-        counts = Counter((p, o) for m in members for p, o, _ in m.consumed)
-        assert sum(counts.values()) >= 120
+        assert sum(counted(members).values()) >= 120
         found = committed(bootstrap, group, topic)
         assert found == {TopicPartition(topic, p): OffsetAndEpoch(20, 0) for p in range(PARTITIONS)}
     finally:
-        for m in members:
-            m.stopping.set()
-        for m in members:
-            m.join(HANG_GUARD_S)
+        stop_all(members)
 
 
 # -- membership on an in-process broker ------------------------------------------------
@@ -244,7 +243,7 @@ def test_members_ride_out_a_coordinator_restart(broker_factory) -> None:
     topic, group = "groups-restart", "group-restart"
     create_topic(bootstrap, topic, PARTITIONS)
     produce(bootstrap, topic, 10, phase=1)
-    members = [Member("epochlog", bootstrap, group, topic, n) for n in ("r1", "r2")]
+    members = [GroupMember("epochlog", bootstrap, group, topic, n) for n in ("r1", "r2")]
     try:
         for m in members:
             m.start()
@@ -261,10 +260,7 @@ def test_members_ride_out_a_coordinator_restart(broker_factory) -> None:
         found = committed(bootstrap, group, topic)
         assert found == {TopicPartition(topic, p): OffsetAndEpoch(20, 0) for p in range(PARTITIONS)}
     finally:
-        for m in members:
-            m.stopping.set()
-        for m in members:
-            m.join(HANG_GUARD_S)
+        stop_all(members)
 
 
 def test_poll_returns_unjoined_while_no_broker_answers(broker_factory) -> None:

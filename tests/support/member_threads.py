@@ -1,0 +1,284 @@
+"""Consumer-group members on their own threads, one real client each (epochlog's sync
+Consumer, confluent-kafka or kafka-python), and the waits and views group tests share.
+
+A member commits with each record's leader epoch, either once per poll (the last
+record of each partition) or after every record it handles, so that its uncommitted
+window is at most the one record whose commit a rebalance may refuse. What it consumed
+and committed is kept for the test to check. Time bounds here only stop a hang; they
+never judge speed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kafka.protocol.consumer import OffsetFetchRequest
+
+from epochlog.client import Consumer, OffsetAndEpoch, Producer, TopicPartition
+from epochlog.client.connection import BrokerConnection
+from epochlog.seams.real import SocketNetwork
+from support.clients import confluent_producer
+
+PARTITIONS = 6
+HANG_GUARD_S = 120.0
+KINDS = ("epochlog", "confluent", "kafka-python")
+
+# (partition, offset, leader epoch) of one consumed record.
+Consumed = tuple[int, int, int | None]
+
+
+class GroupMember(threading.Thread):
+    """One group member polling on its own thread until ``stop``. ``conf`` adds settings
+    of epochlog's Consumer; the other clients get the same group settings in their own
+    spelling."""
+
+    def __init__(
+        self,
+        kind: str,
+        bootstrap: str,
+        group: str,
+        topic: str,
+        name: str,
+        *,
+        commit_each_record: bool = False,
+        **conf: Any,
+    ) -> None:
+        assert kind in KINDS, kind
+        super().__init__(name=name, daemon=True)
+        self.kind, self.bootstrap, self.group, self.topic = kind, bootstrap, group, topic
+        self.commit_each_record = commit_each_record
+        self.conf = conf
+        self.consumed: list[Consumed] = []
+        self.assigned: set[int] = set()
+        self.errors: list[BaseException] = []
+        self.commit_errors: list[str] = []
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()
+
+    # -- client specifics ------------------------------------------------------------
+
+    def _open(self) -> Any:
+        common = {
+            "bootstrap.servers": self.bootstrap,
+            "group.id": self.group,
+            "client.id": self.name,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "session.timeout.ms": 10000,
+            "heartbeat.interval.ms": 300,
+        }
+        if self.kind == "epochlog":
+            consumer = Consumer({**common, "retry.backoff.ms": 20, **self.conf})
+        elif self.kind == "confluent":
+            import confluent_kafka as ck
+
+            consumer = ck.Consumer({**common, "partition.assignment.strategy": "range"})
+        else:
+            from kafka import KafkaConsumer
+
+            consumer = KafkaConsumer(**{k.replace(".", "_"): v for k, v in common.items()})
+            # Topic metadata first: a kafka-python 3.0 leader that joined before it had
+            # the topic's metadata assigns nothing, rejoins at once, and then now and then
+            # never handles the answer to its next SyncGroup (the broker's group went
+            # Stable) and stops heartbeating (seen 1 run in ~10 with
+            # group.initial.rebalance.delay.ms=0).
+            assert consumer.partitions_for_topic(self.topic), f"no metadata for {self.topic}"
+        consumer.subscribe([self.topic])
+        return consumer
+
+    def _poll(self, consumer: Any) -> tuple[list[Consumed], Any]:
+        """The records one poll returned, and the poll's own answer."""
+        if self.kind == "epochlog":
+            records = consumer.poll(0.1)
+            return [(r.partition, r.offset, r.leader_epoch) for r in records], records
+        if self.kind == "confluent":
+            got = []
+            for m in consumer.consume(100, 0.1):
+                if m.error() is None:
+                    got.append((m.partition(), m.offset(), m.leader_epoch()))
+            return got, None
+        batches = consumer.poll(timeout_ms=100, max_records=100)
+        return [(m.partition, m.offset, m.leader_epoch) for b in batches.values() for m in b], None
+
+    def _commit(self, consumer: Any, got: Sequence[Consumed], answer: Any) -> None:
+        """Commit the position after the last of ``got`` in each partition, with the
+        epoch of that record (epochlog: the positions its poll answer hands back)."""
+        last = {p: (o + 1, e) for p, o, e in got}
+        try:
+            if self.kind == "epochlog":
+                if answer is not None:
+                    consumer.commit(answer.next_offsets())
+                else:
+                    consumer.commit(
+                        {
+                            TopicPartition(self.topic, p): OffsetAndEpoch(*at)
+                            for p, at in last.items()
+                        }
+                    )
+            elif self.kind == "confluent":
+                import confluent_kafka as ck
+
+                offsets = [
+                    ck.TopicPartition(self.topic, p, o, leader_epoch=-1 if e is None else e)
+                    for p, (o, e) in last.items()
+                ]
+                consumer.commit(offsets=offsets, asynchronous=False)
+            else:
+                from kafka import TopicPartition as KafkaTopicPartition
+                from kafka.structs import OffsetAndMetadata
+
+                consumer.commit(
+                    {
+                        KafkaTopicPartition(self.topic, p): OffsetAndMetadata(o, "", e)
+                        for p, (o, e) in last.items()
+                    }
+                )
+        except Exception as exc:  # a rebalance may refuse one commit: that is the window
+            self.commit_errors.append(repr(exc))
+
+    # -- the thread --------------------------------------------------------------------
+
+    def run(self) -> None:
+        try:
+            consumer = self._open()
+        except BaseException as exc:
+            self.errors.append(exc)
+            return
+        try:
+            while not self.stopping.is_set():
+                got, answer = self._poll(consumer)
+                if self.commit_each_record:
+                    for record in got:
+                        with self.lock:
+                            self.consumed.append(record)
+                        self._commit(consumer, [record], None)
+                elif got:
+                    with self.lock:
+                        self.consumed.extend(got)
+                    self._commit(consumer, got, answer)
+                with self.lock:
+                    self.assigned = {tp.partition for tp in consumer.assignment()}
+        except BaseException as exc:
+            self.errors.append(exc)
+        finally:
+            consumer.close()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.join(HANG_GUARD_S)
+        assert not self.is_alive(), f"{self.name} did not stop"
+        assert not self.errors, f"{self.name} failed: {self.errors}"
+
+
+def wait_for(
+    predicate: Callable[[], bool],
+    what: str,
+    members: Sequence[GroupMember] = (),
+    timeout: float = HANG_GUARD_S,
+) -> None:
+    """Wait for ``predicate``; a member whose thread failed ends the wait at once, and
+    a timeout names every member's state, so a failure says which client stalled."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        failed = [m for m in members if m.errors]
+        if failed or time.monotonic() > deadline:
+            states = "; ".join(
+                f"{m.name}: alive={m.is_alive()} assigned={sorted(m.assigned)} "
+                f"consumed={len(m.consumed)} errors={m.errors!r}"
+                for m in members
+            )
+            raise AssertionError(
+                f"{'failed' if failed else 'timed out'} waiting for {what}: {states}"
+            )
+        time.sleep(0.05)
+
+
+def stop_all(members: Sequence[GroupMember]) -> None:
+    """Ask every member to stop, then wait for each: for a test's ``finally``."""
+    for m in members:
+        m.stopping.set()
+    for m in members:
+        m.join(HANG_GUARD_S)
+
+
+# -- records in and views of what the members read -------------------------------------
+
+
+def produce(
+    bootstrap: str, topic: str, per_partition: int, phase: int, client: str = "epochlog"
+) -> None:
+    """``per_partition`` records ``phase-partition-i`` to every partition, through
+    epochlog's Producer or confluent-kafka's, all acknowledged."""
+    values = [
+        (p, f"{phase}-{p}-{i}".encode()) for p in range(PARTITIONS) for i in range(per_partition)
+    ]
+    if client == "confluent":
+        producer = confluent_producer(bootstrap)
+        for p, value in values:
+            producer.produce(topic, value=value, partition=p)
+        assert producer.flush(HANG_GUARD_S) == 0
+        return
+    with Producer({"bootstrap.servers": bootstrap, "linger.ms": 0}) as epochlog_producer:
+        futures = [epochlog_producer.produce(topic, value, partition=p) for p, value in values]
+        assert epochlog_producer.flush(HANG_GUARD_S)
+        for f in futures:
+            f.result(HANG_GUARD_S)
+
+
+def spread(members: Sequence[GroupMember]) -> list[int]:
+    """How many partitions each member owns, sorted: [2, 2, 2] for a balanced trio."""
+    return sorted(len(m.assigned) for m in members)
+
+
+def total(members: Sequence[GroupMember]) -> int:
+    return sum(len(m.consumed) for m in members)
+
+
+def distinct(members: Sequence[GroupMember]) -> set[tuple[int, int]]:
+    """The (partition, offset) pairs read by any member."""
+    return {(p, o) for m in members for p, o, _ in m.consumed}
+
+
+def counted(members: Sequence[GroupMember]) -> Counter[tuple[int, int]]:
+    """How often each (partition, offset) was read, over all members."""
+    return Counter((p, o) for m in members for p, o, _ in m.consumed)
+
+
+# -- committed positions -------------------------------------------------------------
+
+
+def committed(bootstrap: str, group: str, topic: str) -> dict[TopicPartition, Any]:
+    """The group's committed positions as epochlog's Consumer reads them."""
+    with Consumer({"bootstrap.servers": bootstrap, "group.id": group}) as reader:
+        return reader.committed([TopicPartition(topic, p) for p in range(PARTITIONS)])
+
+
+def offset_fetch(port: int, group: str, version: int = 8) -> dict[int, tuple[int, int]]:
+    """partition -> (committed offset, committed leader epoch), through OffsetFetch
+    ``version`` straight to the broker at ``port``."""
+
+    async def fetch() -> Any:
+        conn = await BrokerConnection.open(SocketNetwork(), "127.0.0.1", port)
+        try:
+            if version >= 8:
+                request = OffsetFetchRequest(
+                    groups=[OffsetFetchRequest.OffsetFetchRequestGroup(group_id=group, topics=None)]
+                )
+            else:
+                request = OffsetFetchRequest(group_id=group, topics=None)
+            return await conn.send(request, version)
+        finally:
+            await conn.close()
+
+    response = asyncio.run(fetch())
+    topics = response.groups[0].topics if version >= 8 else response.topics
+    return {
+        p.partition_index: (p.committed_offset, p.committed_leader_epoch)
+        for t in topics
+        for p in t.partitions
+    }
