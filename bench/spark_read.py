@@ -5,11 +5,15 @@ confluent-kafka). Each run times:
 
 1. epochlog: ``spark.readStream.format("epochlog")`` with ``trigger(availableNow=True)``
    into Spark's ``noop`` sink, from ``earliest`` with a fresh checkpoint;
-2. parquet: ``spark.read.parquet`` of the same rows (written once, in this run, from a
+2. memory: the same query on ``bench/memory_source.py``, a Python source serving rows of
+   the same shape from memory: what Spark's Python Data Source API costs by itself;
+3. parquet: ``spark.read.parquet`` of the same rows (written once, in this run, from a
    batch read of the topic) into ``noop``.
 
-Both on the same ``local[2]`` session. Medians of --runs runs and their ratio (target
->= 0.5). ``--sink`` also times the epochlog sink writing the rows to a second topic.
+All on the same ``local[2]`` session (``epochlog.spark.session.local_session``, as the
+demo and tests run Spark), after one untimed run of each. Medians of --runs runs and
+their ratio (target >= 0.5). ``--sink`` also times the epochlog sink writing the rows
+to a second topic.
 
     python bench/spark_read.py [--records 1000000] [--runs 3] [--partitions 2] [--sink]
         [--option kafka.max.partition.fetch.bytes=8388608 ...]
@@ -18,7 +22,6 @@ Both on the same ``local[2]`` session. Medians of --runs runs and their ratio (t
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 import time
@@ -26,7 +29,11 @@ from pathlib import Path
 
 import confluent_kafka as ck
 from common import BrokerProcess, median
-from pyspark.sql import SparkSession
+from memory_source import MemorySource
+from pyspark.cloudpickle import register_pickle_by_value
+from pyspark.sql import DataFrame, SparkSession
+
+from epochlog.spark.session import local_session
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from support.clients import create_topic  # noqa: E402
@@ -67,37 +74,11 @@ def produce(bootstrap: str, topic: str, count: int) -> float:
     return count / (time.perf_counter() - start)
 
 
-def session() -> SparkSession:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("epochlog-bench-spark-read")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("WARN")
-    return spark
-
-
-def epochlog_stream_rate(
-    spark: SparkSession, bootstrap: str, topic: str, base: Path, options: dict[str, str]
-) -> tuple[float, int, float]:
-    """availableNow streaming read of the whole topic into noop: rows/s from start()
-    to termination, rows, and rows/s within the micro-batches (triggerExecution: the
-    query's start and stop left out)."""
+def stream_rate(spark: SparkSession, stream: DataFrame, base: Path) -> tuple[float, int, float]:
+    """availableNow streaming read into noop: rows/s from start() to termination, rows,
+    and rows/s within the micro-batches (triggerExecution: the query's start and stop
+    left out)."""
     checkpoint = Path(tempfile.mkdtemp(dir=base, prefix="checkpoint-"))
-    stream = (
-        spark.readStream.format("epochlog")
-        .option("bootstrap.servers", bootstrap)
-        .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
-        .options(**options)
-        .load()
-    )
     start = time.perf_counter()
     query = (
         stream.writeStream.format("noop")
@@ -114,6 +95,28 @@ def epochlog_stream_rate(
     rows = sum(p["numInputRows"] for p in query.recentProgress)
     in_triggers = sum(p["durationMs"].get("triggerExecution", 0) for p in query.recentProgress)
     return rows / elapsed, rows, rows / max(in_triggers / 1000, 1e-9)
+
+
+def epochlog_stream(
+    spark: SparkSession, bootstrap: str, topic: str, options: dict[str, str]
+) -> DataFrame:
+    return (
+        spark.readStream.format("epochlog")
+        .option("bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .options(**options)
+        .load()
+    )
+
+
+def memory_stream(spark: SparkSession, rows: int, partitions: int) -> DataFrame:
+    return (
+        spark.readStream.format(MemorySource.name())
+        .option("rows", str(rows))
+        .option("partitions", str(partitions))
+        .load()
+    )
 
 
 def parquet_rate(spark: SparkSession, path: Path, rows: int) -> float:
@@ -168,7 +171,7 @@ def main() -> None:
             create_topic(broker.bootstrap, topic, args.partitions)
             produced = produce(broker.bootstrap, topic, args.records)
             print(f"produced {args.records:,} records of {VALUE_BYTES} B: {produced:,.0f} rec/s")
-            spark = session()
+            spark = local_session("epochlog-bench-spark-read")
             try:
                 parquet = base / "rows.parquet"
                 (
@@ -181,29 +184,45 @@ def main() -> None:
                 )
                 stored = spark.read.parquet(str(parquet)).count()
                 assert stored == args.records, f"parquet holds {stored} rows"
-                ours: list[float] = []
-                inside: list[float] = []
-                theirs: list[float] = []
+                # Spark's workers cannot import bench/: the reference source travels
+                # by value.
+                register_pickle_by_value(sys.modules[MemorySource.__module__])
+                spark.dataSource.register(MemorySource)
+                readers = {
+                    "epochlog": lambda: epochlog_stream(spark, broker.bootstrap, topic, options),
+                    "memory": lambda: memory_stream(spark, args.records, args.partitions),
+                }
+                # One untimed run of each first: all then run on a JIT-compiled JVM
+                # and warm Python workers.
+                for make in readers.values():
+                    stream_rate(spark, make(), base)
+                parquet_rate(spark, parquet, stored)
+                rates: dict[str, list[float]] = {"parquet": []}
                 for run in range(args.runs):
-                    rate, rows, in_batch = epochlog_stream_rate(
-                        spark, broker.bootstrap, topic, base, options
-                    )
-                    assert rows == args.records, f"streamed {rows} rows"
-                    ours.append(rate)
-                    inside.append(in_batch)
-                    theirs.append(parquet_rate(spark, parquet, stored))
-                    print(
-                        f"run {run + 1}: epochlog {ours[-1]:>12,.0f} rows/s   "
-                        f"parquet {theirs[-1]:>12,.0f} rows/s   "
-                        f"ratio {ours[-1] / theirs[-1]:.2f}   "
-                        f"(epochlog within micro-batches {in_batch:,.0f} rows/s)"
-                    )
+                    line = []
+                    for name, make in readers.items():
+                        rate, rows, in_batch = stream_rate(spark, make(), base)
+                        assert rows == args.records, f"{name} streamed {rows} rows"
+                        rates.setdefault(name, []).append(rate)
+                        rates.setdefault(f"{name} in batches", []).append(in_batch)
+                        line.append(f"{name} {rate:>10,.0f} ({in_batch:,.0f} in batches)")
+                    rates["parquet"].append(parquet_rate(spark, parquet, stored))
+                    line.append(f"parquet {rates['parquet'][-1]:>10,.0f} rows/s")
+                    print(f"run {run + 1}: " + "   ".join(line))
+                mid = {name: median(values) for name, values in rates.items()}
                 print(
-                    f"median over {args.runs} runs: epochlog {median(ours):,.0f} rows/s, "
-                    f"parquet {median(theirs):,.0f} rows/s, "
-                    f"ratio {median(ours) / median(theirs):.2f} (target >= 0.5); "
-                    f"within micro-batches {median(inside):,.0f} rows/s, "
-                    f"ratio {median(inside) / median(theirs):.2f}"
+                    f"medians over {args.runs} runs, rows/s: "
+                    + ", ".join(f"{name} {value:,.0f}" for name, value in mid.items())
+                )
+                print(
+                    f"epochlog / parquet: {mid['epochlog'] / mid['parquet']:.2f} (target >= 0.5); "
+                    f"within micro-batches {mid['epochlog in batches'] / mid['parquet']:.2f}"
+                )
+                print(
+                    "Spark's Python source API with no Kafka at all (memory / parquet): "
+                    f"{mid['memory'] / mid['parquet']:.2f}; epochlog / memory: "
+                    f"{mid['epochlog'] / mid['memory']:.2f}, within micro-batches "
+                    f"{mid['epochlog in batches'] / mid['memory in batches']:.2f}"
                 )
                 if args.sink:
                     create_topic(broker.bootstrap, "bench-spark-sink", args.partitions)

@@ -42,6 +42,8 @@ from collections.abc import Callable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from epochlog.spark.session import worker_python
+
 EVENT_SCHEMA = "id string, user string, amount long, produced_at long"
 
 
@@ -101,8 +103,10 @@ def main() -> int:
     )
     args = parser.parse_args()
 
-    # Spark's Python workers must import epochlog: run them on this interpreter.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # Spark's Python workers must import epochlog: run them on this interpreter, through
+    # a launcher that imports the installed PySpark (see epochlog.spark.session).
+    os.environ.setdefault("PYSPARK_PYTHON", worker_python())
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", worker_python())
     spark = (
         SparkSession.builder.master("local[2]")
         .appName("epochlog-pipeline")

@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cluster"))
 from cluster_harness import Cluster, running_cluster  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 
-from epochlog.spark.session import local_session  # noqa: E402
+from epochlog.spark.session import local_session, worker_python  # noqa: E402
 from support.broker import BrokerProcess  # noqa: E402
 
 # Settings of the shared broker: topics are created by the tests, unclean election is
@@ -31,9 +31,9 @@ SPARK_BROKER_SETTINGS: dict[str, object] = {
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """One local[2] session for every Spark test: UI off, few shuffle partitions, and
-    Python workers on this interpreter so they import the project."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    Python workers on this interpreter (through the launcher that imports the installed
+    PySpark) so they import the project."""
+    os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = worker_python()
     session = local_session(
         "epochlog-tests", conf={"spark.sql.streaming.forceDeleteTempCheckpointLocation": "true"}
     )

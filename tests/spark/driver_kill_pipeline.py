@@ -23,7 +23,7 @@ from pathlib import Path
 import pyarrow as pa
 from pyspark import TaskContext
 
-from epochlog.spark.session import local_session
+from epochlog.spark.session import local_session, worker_python
 
 # How long a held task waits for its gate before failing (the test kills it long before).
 HOLD_BOUND_S = 600.0
@@ -39,7 +39,7 @@ def main() -> int:
     parser.add_argument("--max-offsets", type=int, default=4000)
     parser.add_argument("--hold-from-batch", type=int, default=-1)
     args = parser.parse_args()
-    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = worker_python()
     spark = local_session("epochlog-driver-kill")
     hold_from = args.hold_from_batch
     markers = args.markers

@@ -57,7 +57,7 @@ def _collect(errors: list[object]) -> object:
 
 def start_driver(args: list[str], log: Path) -> subprocess.Popen[bytes]:
     """The pipeline in its own process group, so a SIGKILL takes JVM and workers too."""
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYTHONUNBUFFERED="1")
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
     with log.open("ab") as out:
         return subprocess.Popen(
             [sys.executable, str(PIPELINE), *args],
