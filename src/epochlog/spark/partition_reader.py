@@ -27,7 +27,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
 from epochlog.client import Consumer, LogTruncationError, TopicPartition
-from epochlog.spark.columns import arrow_schema, conform
+from epochlog.spark.columns import arrow_schema, conform, valid, values
 
 log = logging.getLogger("epochlog.spark.read")
 
@@ -55,7 +55,7 @@ class EpochlogInputPartition(InputPartition):
 
 def _within(batch: pa.RecordBatch, start: int, until: int) -> pa.RecordBatch:
     """The rows of one partition's batch (offsets ascending) in ``[start, until)``."""
-    offsets = batch.column(batch.schema.get_field_index("offset")).to_numpy()
+    offsets = values(batch.column(batch.schema.get_field_index("offset")), np.int64)
     first = int(np.searchsorted(offsets, start, side="left"))
     return batch.slice(first, int(np.searchsorted(offsets, until, side="left")) - first)
 
@@ -69,7 +69,7 @@ def _rewritten_from(batch: pa.RecordBatch, until_epoch: int) -> int | None:
     if until_epoch < 0 or batch.num_rows == 0:
         return None
     epochs = batch.column(batch.schema.get_field_index("leaderEpoch"))
-    newer = np.flatnonzero(epochs.fill_null(-1).to_numpy() > until_epoch)
+    newer = np.flatnonzero((values(epochs, np.int32) > until_epoch) & valid(epochs))
     return int(newer[0]) if newer.size else None
 
 
