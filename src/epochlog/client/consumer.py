@@ -7,6 +7,7 @@ The decisions live in ``positions.py``; this module does the requests."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
@@ -44,6 +45,7 @@ from epochlog.client.positions import (
     Target,
     find_divergence,
 )
+from epochlog.client.waiting import settled_within
 from epochlog.protocol.errors import ErrorCode
 from epochlog.seams import Seams, real_seams
 
@@ -69,6 +71,8 @@ RETRY_LATER = {ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.OFFSET_NOT_AVAILABLE}
 
 
 R = TypeVar("R", ConsumerRecords, pa.RecordBatch)
+# One partition's fetched record batches with the offset they were fetched from.
+FetchedAt = tuple[TopicPartition, int, bytes]
 
 
 def _tp(value: TopicPartition | tuple[str, int]) -> TopicPartition:
@@ -99,6 +103,10 @@ class AsyncConsumer:
         self._refresh_needed = True
         self._refreshed_at = float("-inf")
         self._retries = 0
+        # The next round of fetches, sent when a poll hands out rows so that the answer
+        # travels while the caller handles them (the Java consumer pipelines the same
+        # way). Its answers count only for positions that have not moved since.
+        self._prefetch: asyncio.Future[list[FetchedAt]] | None = None
         # With group.id: commits, auto-commit (also of assigned partitions), subscribe.
         self._group: GroupMembership | None = None
         if self.config["group.id"] is not None:
@@ -154,6 +162,7 @@ class AsyncConsumer:
             result = decode(await self._fetch(max(0, int(remaining * 1000))))
             if len(result):
                 self._retries = 0
+                self._send_next_fetch()
             if len(result) or self._clock.monotonic() >= deadline:
                 return result
             if not any(p.can_fetch() for p in self._positions.values()):
@@ -386,23 +395,43 @@ class AsyncConsumer:
     # -- fetching -------------------------------------------------------------------
 
     async def _fetch(self, max_wait_ms: int) -> list[Fetched]:
-        """One Fetch to each leader of a fetchable partition: the raw record batches
-        per partition whose position still stands (errors and truncation handled)."""
+        """One Fetch to each leader of a fetchable partition (or the round already sent):
+        the raw record batches per partition whose position still stands."""
+        round_, self._prefetch = self._prefetch, None
+        if round_ is None:
+            got = await self._fetch_round(min(self.config["fetch.max.wait.ms"], max_wait_ms))
+        elif await settled_within(self._clock, round_, max_wait_ms / 1000):
+            got = round_.result()
+        else:
+            self._prefetch = round_  # still out: the next poll takes it
+            return []
+        out = []
+        for tp, offset, data in got:
+            pos = self._positions.get(tp)
+            # Positions only move in decoding, but a seek or reset may come first.
+            if pos is not None and pos.can_fetch() and pos.offset == offset:
+                out.append((tp, pos, data))
+        return out
+
+    def _send_next_fetch(self) -> None:
+        if self._prefetch is None and any(p.can_fetch() for p in self._positions.values()):
+            self._prefetch = asyncio.ensure_future(
+                self._fetch_round(self.config["fetch.max.wait.ms"])
+            )
+
+    async def _fetch_round(self, wait_ms: int) -> list[FetchedAt]:
+        """Fetches to every leader of a fetchable partition (errors and truncation
+        handled): the data per partition with the offset it was fetched from."""
         ready = [tp for tp, p in self._positions.items() if p.can_fetch()]
         if not ready:
             return []
-        wait = min(self.config["fetch.max.wait.ms"], max_wait_ms)
         results = await asyncio.gather(
-            *(self._fetch_from(leader, tps, wait) for leader, tps in self._by_leader(ready).items())
+            *(
+                self._fetch_from(leader, tps, wait_ms)
+                for leader, tps in self._by_leader(ready).items()
+            )
         )
-        out = []
-        for got in results:
-            for tp, offset, data in got:
-                pos = self._positions.get(tp)
-                # Positions only move in decoding, but a seek or reset may come first.
-                if pos is not None and pos.can_fetch() and pos.offset == offset:
-                    out.append((tp, pos, data))
-        return out
+        return [item for got in results for item in got]
 
     def _records(self, fetched: list[Fetched]) -> ConsumerRecords:
         return records_of(fetched, self.config["check.crcs"])
@@ -412,7 +441,7 @@ class AsyncConsumer:
 
     async def _fetch_from(
         self, leader: int, tps: list[TopicPartition], max_wait_ms: int
-    ) -> list[tuple[TopicPartition, int, bytes]]:
+    ) -> list[FetchedAt]:
         offsets = {tp: self._positions[tp].offset for tp in tps}
         by_topic: dict[str, list[TopicPartition]] = {}
         for tp in tps:
@@ -556,6 +585,11 @@ class AsyncConsumer:
         )
 
     async def close(self) -> None:
+        if self._prefetch is not None:
+            self._prefetch.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._prefetch
+            self._prefetch = None
         if self._group is not None:
             await self._group.close()
         await self._cluster.close()

@@ -269,22 +269,24 @@ class Admin(_SyncClient):
 
 
 class Consumer(_SyncClient):
-    """assign / seek / poll over AsyncConsumer."""
+    """assign / seek / poll over AsyncConsumer. Every call runs on the consumer's loop
+    thread: between polls that thread may be receiving the next round of fetches."""
 
     def __init__(self, config: Mapping[str, object], seams: Seams | None = None) -> None:
         self._start("epochlog-consumer", lambda: AsyncConsumer(config, seams))
         self._consumer: AsyncConsumer = self._client
 
     def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
-        self._consumer.assign(list(partitions))
+        wanted = list(partitions)
+        self._thread.run(_call(lambda: self._consumer.assign(wanted)))
 
     def seek(
         self, tp: TopicPartition | tuple[str, int], offset: int, leader_epoch: int | None = None
     ) -> None:
-        self._consumer.seek(tp, offset, leader_epoch)
+        self._thread.run(_call(lambda: self._consumer.seek(tp, offset, leader_epoch)))
 
     def position(self, tp: TopicPartition | tuple[str, int]) -> OffsetAndEpoch | None:
-        return self._consumer.position(tp)
+        return self._thread.run(_call(lambda: self._consumer.position(tp)))
 
     def poll(self, timeout: float = 1.0) -> ConsumerRecords:
         return self._thread.run(self._consumer.poll(int(timeout * 1000)))

@@ -31,6 +31,18 @@ async def with_timeout(clock: Clock, awaitable: Awaitable[T], seconds: float) ->
     raise TimeoutError(f"no answer within {seconds:.3f}s")
 
 
+async def settled_within(clock: Clock, task: asyncio.Future[T], seconds: float) -> bool:
+    """Whether ``task`` is done within ``seconds`` on ``clock``; it is left running."""
+    if task.done() or seconds <= 0:
+        return task.done()
+    timer = asyncio.ensure_future(clock.sleep(seconds))
+    try:
+        await asyncio.wait({task, timer}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        timer.cancel()
+    return task.done()
+
+
 async def wait_event(clock: Clock, event: asyncio.Event, seconds: float) -> bool:
     """Wait until ``event`` is set or ``seconds`` pass; True if it was set."""
     if event.is_set():
