@@ -9,11 +9,12 @@ from pathlib import Path
 from inprocess_broker import run, running_broker
 from test_poll_arrow import bootstrap, consumer_of
 
-from epochlog.client import AsyncProducer, OffsetAndEpoch
+from epochlog.client import AsyncConsumer, AsyncProducer, OffsetAndEpoch
 from epochlog.client.admin import AsyncAdmin
 
 
-async def _ten_batches(broker: object) -> None:
+async def _one_batch_per_fetch(broker: object) -> AsyncConsumer:
+    """A consumer of a topic of ten one-record batches that fetches one batch a time."""
     admin = AsyncAdmin(broker.seams.network, bootstrap(broker))  # type: ignore[attr-defined]
     await admin.create_topic("t", partitions=1, replication_factor=1)
     producer = AsyncProducer({"bootstrap.servers": bootstrap(broker)}, broker.seams)  # type: ignore[attr-defined]
@@ -21,14 +22,15 @@ async def _ten_batches(broker: object) -> None:
         await producer.send_and_wait("t", b"%d" % i)
     await producer.close()
     await admin.close()
+    consumer = consumer_of(broker, **{"max.partition.fetch.bytes": 1})
+    consumer.assign([("t", 0)])
+    return consumer
 
 
 def test_rows_handed_out_send_the_next_fetch_and_all_rows_arrive_once(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with running_broker(tmp_path) as broker:
-            await _ten_batches(broker)
-            consumer = consumer_of(broker, **{"max.partition.fetch.bytes": 1})
-            consumer.assign([("t", 0)])
+            consumer = await _one_batch_per_fetch(broker)
             offsets: list[int] = []
             for _ in range(100):
                 batch = await consumer.poll_arrow(200)
@@ -48,9 +50,7 @@ def test_rows_handed_out_send_the_next_fetch_and_all_rows_arrive_once(tmp_path: 
 def test_a_seek_between_polls_drops_the_answer_already_under_way(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with running_broker(tmp_path) as broker:
-            await _ten_batches(broker)
-            consumer = consumer_of(broker, **{"max.partition.fetch.bytes": 1})
-            consumer.assign([("t", 0)])
+            consumer = await _one_batch_per_fetch(broker)
             for expected in range(3):
                 assert [r.offset for r in await consumer.poll(2000)] == [expected]
             pipelined = consumer._prefetch
