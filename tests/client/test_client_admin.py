@@ -5,6 +5,7 @@ groups deleted. In-process broker, and the synchronous Admin on a broker process
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from pathlib import Path
 from typing import Any
@@ -180,3 +181,22 @@ def test_sync_admin_on_a_broker_process(broker_factory) -> None:
         assert admin.list_consumer_group_offsets("offline") == {TP: OffsetAndEpoch(0, 0)}
         assert [g.group_id for g in admin.list_groups()] == ["offline"]
         assert admin.delete_groups(["offline"]) == {"offline": None}
+
+
+def test_a_call_under_way_when_the_admin_closes_leaves_no_connection_open(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path) as broker:
+            admin = AsyncAdmin({"bootstrap.servers": bootstrap(broker)}, seams=broker.seams)
+            await admin.describe_cluster([])
+            (broker_id,) = admin._brokers
+            late = asyncio.ensure_future(admin.broker(broker_id))
+            await admin.close()  # before the late call has opened its connection
+            with pytest.raises(ConnectionError, match="closed"):
+                await late
+            await asyncio.sleep(0)
+            readers = [t for t in asyncio.all_tasks() if "_read_loop" in repr(t.get_coro())]
+            assert readers == []
+
+    run(scenario)

@@ -36,3 +36,13 @@ def test_the_kept_loop_does_not_travel_with_a_pickled_reader_and_stop_closes_it(
     reader.stop()
     assert loop.is_closed() and view._loop is None
     reader.stop()  # twice is harmless
+
+
+def test_stop_ends_requests_a_failed_attempt_left_running() -> None:
+    reader = _reader()
+    view = reader._view
+    view._call(asyncio.sleep(0))
+    assert view._loop is not None
+    left_running = view._loop.create_task(asyncio.sleep(3600))
+    reader.stop()
+    assert left_running.cancelled()

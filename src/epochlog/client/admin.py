@@ -100,6 +100,7 @@ class AsyncAdmin(GroupAdmin):
         self._network = network
         self._bootstrap = c["bootstrap.servers"]
         self._connections: dict[tuple[str, int], BrokerConnection] = {}
+        self._closed = False
         self._brokers: dict[int, tuple[str, int]] = {}
         cluster = Cluster(
             network,
@@ -116,6 +117,14 @@ class AsyncAdmin(GroupAdmin):
         conn = self._connections.get(address)
         if conn is None:
             conn = await BrokerConnection.open(self._network, *address, client_id="epochlog-admin")
+            # A call still under way when the admin closed, or a twin call that got
+            # there first: this connection must not outlive it unowned.
+            kept = self._connections.get(address)
+            if self._closed or kept is not None:
+                await conn.close()
+                if kept is None:
+                    raise ConnectionError("admin client closed")
+                return kept
             self._connections[address] = conn
         return conn
 
@@ -299,8 +308,9 @@ class AsyncAdmin(GroupAdmin):
         ]
 
     async def close(self) -> None:
-        for conn in self._connections.values():
+        self._closed = True
+        connections, self._connections = list(self._connections.values()), {}
+        for conn in connections:
             await conn.close()
-        self._connections.clear()
         await self._close_groups()
         await self._cluster.close()

@@ -91,12 +91,19 @@ class LeaderView:
         """Close the kept admin client and loop (a later call opens new ones)."""
         if self._loop is None or self._loop.is_closed():
             return
+        loop = self._loop
         try:
             if self._admin is not None:
-                self._loop.run_until_complete(self._admin.close())
+                loop.run_until_complete(self._admin.close())
+            # Requests a failed attempt left running end here, as asyncio.run ends them.
+            left = asyncio.all_tasks(loop)
+            for task in left:
+                task.cancel()
+            if left:
+                loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
         finally:
             self._admin = None
-            self._loop.close()
+            loop.close()
             self._loop = None
 
     def _run(self, what: str, attempt: Callable[[AsyncAdmin], Awaitable[T]]) -> T:
