@@ -39,8 +39,10 @@ def snapshot(
     return snap
 
 
-def offset_at(offset: int, epoch: int, topic_id: str = "id-1") -> SourceOffset:
-    return SourceOffset(topic_ids={"t": topic_id}, positions={TP: Position(offset, epoch)})
+def offset_at(offset: int, epoch: int, topic_id: str = "id-1", timestamp: int = -1) -> SourceOffset:
+    return SourceOffset(
+        topic_ids={"t": topic_id}, positions={TP: Position(offset, epoch, timestamp)}
+    )
 
 
 def test_options_follow_sparks_kafka_source() -> None:
@@ -129,6 +131,35 @@ def test_unknown_divergence_follows_the_reset_table(policy: str, resume: int) ->
     starts, _, (event,) = plan_starts(offset_at(10, 2), snap, policy)
     assert starts[TP].offset == resume
     assert (event["lostFrom"], event["lostUntil"], event["resumeAt"]) == (-1, 10, resume)
+
+
+@pytest.mark.parametrize(("policy", "resume"), [("earliest", 2), ("latest", 8), ("closest", 6)])
+def test_unknown_divergence_with_closest_resumes_at_the_last_read_records_time(
+    policy: str, resume: int
+) -> None:
+    asked: list[tuple[TopicPartition, int]] = []
+
+    def offset_for_time(tp: TopicPartition, timestamp: int) -> int:
+        asked.append((tp, timestamp))
+        return 6  # the first record at or after that time on the new leader
+
+    snap = snapshot(log_start=2, hw=8, epoch_end=(-1, -1))
+    starts, _, (event,) = plan_starts(
+        offset_at(10, 2, timestamp=5_000), snap, policy, offset_for_time
+    )
+    assert starts[TP].offset == event["resumeAt"] == resume
+    assert asked == ([(TP, 5_000)] if policy == "closest" else [])
+
+
+def test_a_position_keeps_its_records_time_in_the_checkpoint() -> None:
+    offset = offset_at(10, 2, timestamp=1_700_000_000_123)
+    data = json.loads(json.dumps(offset.to_json()))
+    assert data["topics"]["t"]["partitions"]["0"] == {
+        "offset": 10,
+        "epoch": 2,
+        "timestamp": 1_700_000_000_123,
+    }
+    assert SourceOffset.from_json(data) == offset
 
 
 def test_a_position_without_epoch_beyond_the_log_end_is_a_truncation() -> None:

@@ -226,20 +226,23 @@ class LeaderView:
 
         return self._run("finding offsets for timestamps", attempt)
 
-    def epochs_before(self, ends: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
-        """The leader epoch of the record before each end offset (> 0), read with the
-        client: what a checkpointed position needs to be validated later."""
+    def records_before(
+        self, ends: dict[TopicPartition, int]
+    ) -> dict[TopicPartition, tuple[int, int]]:
+        """The leader epoch and timestamp of the record before each end offset (> 0),
+        read with the client: what a checkpointed position needs to be validated later,
+        and to be placed by time if its divergence is ever unknown."""
         if not ends:
             return {}
 
-        async def main() -> dict[TopicPartition, int]:
+        async def main() -> dict[TopicPartition, tuple[int, int]]:
             config = self._options.consumer_config(
                 **{"auto.offset.reset": "earliest", "max.partition.fetch.bytes": 1}
             )
             consumer = AsyncConsumer(config, self._seams)
             clock = self._seams.clock
             deadline = clock.monotonic() + self._guard_s
-            found: dict[TopicPartition, int] = {}
+            found: dict[TopicPartition, tuple[int, int]] = {}
             try:
                 consumer.assign(list(ends))
                 for tp, end in ends.items():
@@ -255,8 +258,8 @@ class LeaderView:
                         tp = TopicPartition(record.topic, record.partition)
                         if tp in found or record.offset < ends[tp] - 1:
                             continue
-                        epoch = record.leader_epoch
-                        found[tp] = -1 if epoch is None else epoch
+                        epoch = -1 if record.leader_epoch is None else record.leader_epoch
+                        found[tp] = (epoch, record.timestamp)
             finally:
                 await consumer.close()
             return found

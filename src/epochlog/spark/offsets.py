@@ -26,8 +26,9 @@ Decisions, taken when a micro-batch is planned (``plan_starts``):
   ``fail`` stops the query naming each partition and range; ``earliest``, ``latest``
   and ``closest`` follow the client's KIP-320 table: resume at the divergence offset
   when it is known (what now stands at those offsets is read), else ``earliest`` at
-  the log start and ``latest``/``closest`` at the log end (no record timestamp is kept
-  in the checkpoint, so ``closest`` falls back to the end as the table allows).
+  the log start, ``latest`` at the log end, and ``closest`` at the first record at or
+  after the timestamp of the last record read (kept in the checkpoint with each
+  position), or at the log end when that time is unknown or no record is that late.
 - retention: records ``[position, log start)`` deleted before they were read are
   reported as ``retention``; ``fail`` stops, otherwise reading resumes at the log start.
 - a topic whose ID changed was re-created: ``topicRecreated``; ``fail`` stops,
@@ -38,7 +39,7 @@ Decisions, taken when a micro-batch is planned (``plan_starts``):
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -51,14 +52,35 @@ if TYPE_CHECKING:
 log = logging.getLogger("epochlog.spark")
 
 UNKNOWN_EPOCH = -1
+OffsetForTime = Callable[[TopicPartition, int], "int | None"]
+
+
+UNKNOWN_TIMESTAMP = -1
 
 
 @dataclass(frozen=True)
 class Position:
-    """Next offset to read and the leader epoch of the record before it."""
+    """Next offset to read, and the leader epoch and timestamp of the record before it
+    (the epoch validates the position; the time places ``closest`` when the divergence
+    is unknown)."""
 
     offset: int
     epoch: int = UNKNOWN_EPOCH
+    timestamp: int = UNKNOWN_TIMESTAMP
+
+    def to_json(self) -> dict[str, int]:
+        out = {"offset": self.offset, "epoch": self.epoch}
+        if self.timestamp != UNKNOWN_TIMESTAMP:
+            out["timestamp"] = self.timestamp
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Position:
+        return cls(
+            int(data["offset"]),
+            int(data.get("epoch", UNKNOWN_EPOCH)),
+            int(data.get("timestamp", UNKNOWN_TIMESTAMP)),
+        )
 
 
 @dataclass
@@ -75,17 +97,12 @@ class SourceOffset:
             entry = topics.setdefault(
                 tp.topic, {"id": self.topic_ids.get(tp.topic, ""), "partitions": {}}
             )
-            pos = self.positions[tp]
-            entry["partitions"][str(tp.partition)] = {"offset": pos.offset, "epoch": pos.epoch}
+            entry["partitions"][str(tp.partition)] = self.positions[tp].to_json()
         out: dict[str, Any] = {"topics": topics}
         if self.starts:
             starts: dict[str, Any] = {}
             for tp in sorted(self.starts):
-                pos = self.starts[tp]
-                starts.setdefault(tp.topic, {})[str(tp.partition)] = {
-                    "offset": pos.offset,
-                    "epoch": pos.epoch,
-                }
+                starts.setdefault(tp.topic, {})[str(tp.partition)] = self.starts[tp].to_json()
             out["starts"] = starts
         if self.events:
             out["events"] = list(self.events)
@@ -97,14 +114,10 @@ class SourceOffset:
         for topic, entry in data.get("topics", {}).items():
             offset.topic_ids[topic] = entry.get("id", "")
             for part, pos in entry.get("partitions", {}).items():
-                offset.positions[TopicPartition(topic, int(part))] = Position(
-                    int(pos["offset"]), int(pos.get("epoch", UNKNOWN_EPOCH))
-                )
+                offset.positions[TopicPartition(topic, int(part))] = Position.from_json(pos)
         for topic, parts in data.get("starts", {}).items():
             for part, pos in parts.items():
-                offset.starts[TopicPartition(topic, int(part))] = Position(
-                    int(pos["offset"]), int(pos.get("epoch", UNKNOWN_EPOCH))
-                )
+                offset.starts[TopicPartition(topic, int(part))] = Position.from_json(pos)
         offset.events = list(data.get("events", []))
         return offset
 
@@ -134,12 +147,17 @@ def _range(lost_from: int | None, lost_until: int) -> str:
 
 
 def plan_starts(
-    previous: SourceOffset, snap: ClusterSnapshot, policy: str
+    previous: SourceOffset,
+    snap: ClusterSnapshot,
+    policy: str,
+    offset_for_time: OffsetForTime | None = None,
 ) -> tuple[dict[TopicPartition, Position], dict[TopicPartition, Position], list[dict[str, Any]]]:
     """Validate each position against the cluster and decide where the next batch starts.
 
     Returns (start of every partition read, the starts that differ from ``previous``,
     events). Raises DataLossError with every loss found when ``policy`` is ``fail``.
+    ``offset_for_time(tp, timestamp)``: the first offset at or after a time (None: no
+    record that late), asked only for ``closest`` when a divergence is unknown.
     """
     starts: dict[TopicPartition, Position] = {}
     moved: dict[TopicPartition, Position] = {}
@@ -172,7 +190,7 @@ def plan_starts(
             )
             moved[tp] = pos
         else:
-            pos = _check_truncation(tp, pos, view, snap, policy, event, moved)
+            pos = _check_truncation(tp, pos, view, snap, policy, event, moved, offset_for_time)
         if pos.offset < view.log_start:
             event(
                 "retention",
@@ -206,6 +224,7 @@ def _check_truncation(
     policy: str,
     event: Any,
     moved: dict[TopicPartition, Position],
+    offset_for_time: OffsetForTime | None,
 ) -> Position:
     lost_from: int | None
     answer = snap.epoch_ends.get(tp)
@@ -223,6 +242,9 @@ def _check_truncation(
         resume = Position(lost_from, epoch_before)
     elif policy == "earliest":
         resume = Position(view.log_start)
+    elif policy == "closest" and pos.timestamp >= 0 and offset_for_time is not None:
+        at = offset_for_time(tp, pos.timestamp)
+        resume = Position(view.high_watermark if at is None else at)
     else:
         resume = Position(view.high_watermark)
     event(

@@ -5,8 +5,9 @@ the current leader (OffsetsForLeaderEpoch) and the log start, applies ``onTrunca
 (see ``epochlog.spark.offsets`` for the offset JSON and the decisions), then picks end
 offsets: the high watermark, capped by ``maxOffsetsPerTrigger`` (``ReadMaxRows``) and,
 under ``Trigger.AvailableNow``, by the offsets seen when the query began. Every end
-position carries the leader epoch of the record before it, read from the log, so the
-next batch can validate it. ``partitions(start, end)`` uses only the two offsets, so a
+position carries the leader epoch and timestamp of the record before it, read from the
+log, so the next batch can validate it (and ``closest`` can place it by time when a
+divergence is unknown). ``partitions(start, end)`` uses only the two offsets, so a
 batch replayed from the checkpoint reads the same ranges. ``commit``/``stop`` hold no
 state that correctness needs.
 """
@@ -130,8 +131,8 @@ def initial_positions(
         for tp, p in positions.items()
         if p.epoch == UNKNOWN_EPOCH and p.offset > snap.partitions[tp].log_start
     }
-    for tp, epoch in view.epochs_before(unknown).items():
-        positions[tp] = Position(positions[tp].offset, epoch)
+    for tp, (epoch, timestamp) in view.records_before(unknown).items():
+        positions[tp] = Position(positions[tp].offset, epoch, timestamp)
     return positions
 
 
@@ -182,7 +183,12 @@ class EpochlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         previous = SourceOffset.from_json(start)
         snap = self._view.snapshot({tp: p.epoch for tp, p in previous.positions.items()})
-        starts, moved, events = plan_starts(previous, snap, self.options.on_truncation)
+        starts, moved, events = plan_starts(
+            previous,
+            snap,
+            self.options.on_truncation,
+            lambda tp, ts: self._view.offsets_for_times({tp: ts})[tp],
+        )
         available = {tp: v.high_watermark for tp, v in snap.partitions.items()}
         if self._target is not None:
             available = {
@@ -194,10 +200,10 @@ class EpochlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not events and all(ends[tp] == starts[tp].offset for tp in ends):
             return start
         grown = {tp: end for tp, end in ends.items() if end > starts[tp].offset}
-        epochs = self._view.epochs_before(grown)
+        before = self._view.records_before(grown)
         positions = dict(previous.positions)
         for tp, end in ends.items():
-            positions[tp] = Position(end, epochs[tp]) if tp in grown else starts[tp]
+            positions[tp] = Position(end, *before[tp]) if tp in grown else starts[tp]
         end_offset = SourceOffset(
             topic_ids={**previous.topic_ids, **snap.topic_ids},
             positions=positions,
