@@ -107,14 +107,9 @@ class Producer(_SyncClient):
     ) -> Future[RecordMetadata]:
         """Enqueue a record; the callback runs on the producer's thread when answered."""
         done: Future[RecordMetadata] = Future()
-        self._handoff.append(
+        self._hand_off(
             _Handoff(topic, value, key, partition, headers, timestamp, on_delivery, done)
         )
-        with self._drain_lock:
-            start = not self._draining
-            self._draining = True
-        if start:
-            self._thread.loop.call_soon_threadsafe(self._start_drain)
         return done
 
     def produce_batch(
@@ -131,15 +126,17 @@ class Producer(_SyncClient):
         future's result indexes each record's RecordMetadata; it fails with the first
         error (a refusal at send time means none was enqueued)."""
         done: Future[SendManyResult] = Future()
-        self._handoff.append(
-            _BatchHandoff(topic, values, keys, partition, headers, timestamps, done)
-        )
+        self._hand_off(_BatchHandoff(topic, values, keys, partition, headers, timestamps, done))
+        return done
+
+    def _hand_off(self, item: _Handoff | _BatchHandoff) -> None:
+        """Queue for the producer's thread; wake its drain unless one is running."""
+        self._handoff.append(item)
         with self._drain_lock:
             start = not self._draining
             self._draining = True
         if start:
             self._thread.loop.call_soon_threadsafe(self._start_drain)
-        return done
 
     async def _send_batch(self, item: _BatchHandoff) -> None:
         try:
