@@ -52,10 +52,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("epochlog.spark")
 
 UNKNOWN_EPOCH = -1
-OffsetForTime = Callable[[TopicPartition, int], "int | None"]
-
-
 UNKNOWN_TIMESTAMP = -1
+# The first offset at or after a time on a partition; the log end when none is that late.
+OffsetForTime = Callable[[TopicPartition, int], int]
 
 
 @dataclass(frozen=True)
@@ -156,8 +155,7 @@ def plan_starts(
 
     Returns (start of every partition read, the starts that differ from ``previous``,
     events). Raises DataLossError with every loss found when ``policy`` is ``fail``.
-    ``offset_for_time(tp, timestamp)``: the first offset at or after a time (None: no
-    record that late), asked only for ``closest`` when a divergence is unknown.
+    ``offset_for_time`` is asked only for ``closest`` when a divergence is unknown.
     """
     starts: dict[TopicPartition, Position] = {}
     moved: dict[TopicPartition, Position] = {}
@@ -243,8 +241,7 @@ def _check_truncation(
     elif policy == "earliest":
         resume = Position(view.log_start)
     elif policy == "closest" and pos.timestamp >= 0 and offset_for_time is not None:
-        at = offset_for_time(tp, pos.timestamp)
-        resume = Position(view.high_watermark if at is None else at)
+        resume = Position(offset_for_time(tp, pos.timestamp))
     else:
         resume = Position(view.high_watermark)
     event(
