@@ -97,10 +97,7 @@ class AsyncAdmin(GroupAdmin):
             self.config = parse_config({"bootstrap.servers": bootstrap_servers}, COMMON)
             seams = seams or real_seams()
         c = self.config
-        self._network = network
         self._bootstrap = c["bootstrap.servers"]
-        self._connections: dict[tuple[str, int], BrokerConnection] = {}
-        self._closed = False
         self._brokers: dict[int, tuple[str, int]] = {}
         cluster = Cluster(
             network,
@@ -114,19 +111,7 @@ class AsyncAdmin(GroupAdmin):
         super().__init__(cluster, c["request.timeout.ms"] / 1000)
 
     async def _connection(self, address: tuple[str, int]) -> BrokerConnection:
-        conn = self._connections.get(address)
-        if conn is None:
-            conn = await BrokerConnection.open(self._network, *address, client_id="epochlog-admin")
-            # A call still under way when the admin closed, or a twin call that got
-            # there first: this connection must not outlive it unowned.
-            kept = self._connections.get(address)
-            if self._closed or kept is not None:
-                await conn.close()
-                if kept is None:
-                    raise ConnectionError("admin client closed")
-                return kept
-            self._connections[address] = conn
-        return conn
+        return await self._cluster.connection_to(address)
 
     async def _any(self) -> BrokerConnection:
         errors = []
@@ -308,9 +293,5 @@ class AsyncAdmin(GroupAdmin):
         ]
 
     async def close(self) -> None:
-        self._closed = True
-        connections, self._connections = list(self._connections.values()), {}
-        for conn in connections:
-            await conn.close()
         await self._close_groups()
         await self._cluster.close()

@@ -189,12 +189,21 @@ class Cluster:
         self._backoff = (retry_backoff_ms, retry_backoff_max_ms)
         self.request_timeout_s = request_timeout_ms / 1000
         self._connections: dict[tuple[str, int], BrokerConnection] = {}
+        self._closed = False
         self._rotation = 0
 
     async def connection_to(self, address: tuple[str, int]) -> BrokerConnection:
         conn = self._connections.get(address)
         if conn is None or conn.closed:
             conn = await BrokerConnection.open(self.network, *address, client_id=self._client_id)
+            # A call still under way when the client closed, or a twin call that got
+            # there first: this connection must not outlive it unowned.
+            kept = self._connections.get(address)
+            if self._closed or (kept is not None and not kept.closed):
+                await conn.close()
+                if kept is None or kept.closed:
+                    raise ConnectionError("client closed")
+                return kept
             self._connections[address] = conn
         return conn
 
@@ -295,6 +304,7 @@ class Cluster:
 
     async def close(self) -> None:
         # Taken out first: a task still running may open or drop a connection meanwhile.
+        self._closed = True
         connections, self._connections = list(self._connections.values()), {}
         for conn in connections:
             await conn.close()
