@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.replication.fencing import check_current_leader_epoch
+from epochlog.storage.producer_state import AppendOrigin
 
 if TYPE_CHECKING:
     from epochlog.storage.log import Log
@@ -211,8 +212,10 @@ class Partition:
                 f"{self}: ISR {self.state.isr} is smaller than min.insync.replicas={min_isr}",
             )
 
-    def append_as_leader(self, records: bytearray) -> AppendResult:
-        result = self.log.append_as_leader(records, self.leader_epoch)
+    def append_as_leader(
+        self, records: bytearray, origin: AppendOrigin = AppendOrigin.CLIENT
+    ) -> AppendResult:
+        result = self.log.append_as_leader(records, self.leader_epoch, origin)
         self.maybe_advance_high_watermark()
         return result
 

@@ -17,6 +17,7 @@ from epochlog.replication.partition import Partition, PartitionState, StateChang
 from epochlog.replication.settings import ReplicationSettings
 from epochlog.replication.waiting import Signal
 from epochlog.storage.log import topic_id_to_str
+from epochlog.storage.producer_state import AppendOrigin
 
 if TYPE_CHECKING:
     from epochlog.broker.metadata_cache import TopicMetadata
@@ -172,12 +173,16 @@ class ReplicaManager:
     # -- leading -----------------------------------------------------------------------
 
     def append(
-        self, partition: Partition, records: bytearray, required_acks: int = 1
+        self,
+        partition: Partition,
+        records: bytearray,
+        required_acks: int = 1,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> AppendResult:
         """Append produced records as leader; acks=all first needs min.insync.replicas."""
         if required_acks == ACKS_ALL:
             partition.check_enough_replicas()
-        result = partition.append_as_leader(records)
+        result = partition.append_as_leader(records, origin)
         self._changed.fire()
         return result
 

@@ -27,7 +27,7 @@ from epochlog.storage.config import LogConfig
 from epochlog.storage.epoch_cache import LeaderEpochCache
 from epochlog.storage.log_loader import LogLoader
 from epochlog.storage.log_reader import LogReader
-from epochlog.storage.producer_state import ProducerStateManager
+from epochlog.storage.producer_state import AppendOrigin, ProducerStateManager
 from epochlog.storage.quarantine import Quarantine
 from epochlog.storage.results import AppendResult, OffsetAndEpoch, ReadResult, TruncatedRange
 from epochlog.storage.segment import LogSegment
@@ -200,7 +200,9 @@ class Log:
             )
         return batches
 
-    def append_as_leader(self, records: bytearray, leader_epoch: int) -> AppendResult:
+    def append_as_leader(
+        self, records: bytearray, leader_epoch: int, origin: AppendOrigin = AppendOrigin.CLIENT
+    ) -> AppendResult:
         """Validate, assign offsets and epoch, and write a produced record set."""
         batches = self._check_batches(records)
         if self._config.compact:

@@ -30,6 +30,7 @@ keeps only the last batch.
 
 from __future__ import annotations
 
+import enum
 import logging
 import struct
 from collections import deque
@@ -53,6 +54,15 @@ _PRODUCER = struct.Struct(">qhqi")
 _BATCH = struct.Struct(">iiqqq")
 
 logger = logging.getLogger("epochlog.storage")
+
+
+class AppendOrigin(enum.Enum):
+    """Who appends a leader's batch (Kafka's AppendOrigin): a client's produce is checked
+    for sequence order; the broker's own coordinators write transaction markers and
+    transactional offset commits under a client's producer id without sequences."""
+
+    CLIENT = "client"
+    COORDINATOR = "coordinator"
 
 
 @dataclass(frozen=True, slots=True)
