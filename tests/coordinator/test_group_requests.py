@@ -160,7 +160,7 @@ def test_find_coordinator_creates_the_internal_topic_and_names_this_broker(tmp_p
             topic = broker.metadata_cache.topic("__consumer_offsets")
             assert topic is not None and len(topic.partitions) == 3
             assert topic.configs["cleanup.policy"] == "compact"
-            bad = await conn.send(FindCoordinatorRequest(key="tx", key_type=1), 3)
+            bad = await conn.send(FindCoordinatorRequest(key="tx", key_type=2), 3)
             assert bad.error_code == ErrorCode.INVALID_REQUEST
 
     run(scenario)

@@ -29,6 +29,10 @@ from epochlog.replication.settings import ReplicationSettings
 from epochlog.seams import Seams, Server
 from epochlog.storage.config import LogConfig, topic_defaults_from_broker
 from epochlog.storage.log_manager import LogManager, LogManagerSettings
+from epochlog.txn.coordinator import TransactionCoordinator
+from epochlog.txn.markers import TOPIC_GONE
+from epochlog.txn.partitioning import TRANSACTION_STATE_TOPIC
+from epochlog.txn.settings import TransactionSettings
 
 log = logging.getLogger("epochlog.broker")
 
@@ -71,6 +75,13 @@ class Broker:
         self.coordinator = GroupCoordinator(
             self.replica_manager, seams, CoordinatorSettings.from_properties(config.props)
         )
+        self.txn_coordinator = TransactionCoordinator(
+            self.replica_manager,
+            seams,
+            TransactionSettings.from_properties(config.props),
+            self._allocate_producer_id,
+            self._partition_leader,
+        )
         self.endpoint: BrokerEndpoint | None = None
         self.store: Metastore | None = None
         self.cluster: ClusterLink | None = None
@@ -112,6 +123,19 @@ class Broker:
         assert self.cluster is not None
         return await self.cluster.propose_isr(topic, partition, leader_epoch, partition_epoch, isr)
 
+    async def _allocate_producer_id(self) -> int:
+        assert self.cluster is not None
+        return await self.cluster.allocate_producer_id()
+
+    def _partition_leader(self, topic: str, partition: int) -> tuple[int, str, int] | str | None:
+        """Where a partition's leader listens (for transaction markers)."""
+        known = self.metadata_cache.topic(topic)
+        state = known.partitions.get(partition) if known is not None else None
+        if state is None:
+            return TOPIC_GONE
+        endpoint = self.metadata_cache.brokers.get(state.leader)
+        return (endpoint.node_id, endpoint.host, endpoint.port) if endpoint else None
+
     def topic_log_config(self, configs: dict[str, str]) -> LogConfig:
         return self.log_defaults.with_overrides(configs)
 
@@ -120,11 +144,16 @@ class Broker:
         if topic.name == OFFSETS_TOPIC:
             known = self.metadata_cache.topic(OFFSETS_TOPIC)
             self.coordinator.on_leadership_change(len(known.partitions) if known else None)
+        elif topic.name == TRANSACTION_STATE_TOPIC:
+            known = self.metadata_cache.topic(TRANSACTION_STATE_TOPIC)
+            self.txn_coordinator.on_leadership_change(len(known.partitions) if known else None)
 
     def _remove_topic(self, name: str) -> None:
         self.replica_manager.remove_topic(name)
         if name == OFFSETS_TOPIC:
             self.coordinator.on_leadership_change()
+        elif name == TRANSACTION_STATE_TOPIC:
+            self.txn_coordinator.on_leadership_change()
 
     async def start(self) -> None:
         """Open the metastore, recover logs, serve, join the cluster, contend for control."""
@@ -168,6 +197,7 @@ class Broker:
         await self.controller.start()
         await self.replica_manager.start()
         await self.coordinator.start()
+        await self.txn_coordinator.start()
         self._joined.set()
         self._background = asyncio.create_task(self.log_manager.run_background(self._stop))
         log.info(
@@ -185,6 +215,7 @@ class Broker:
             backoff_ms = self.config.get_int("controlled.shutdown.retry.backoff.ms")
             await self.cluster.controlled_shutdown(retries * backoff_ms / 1000)
         self._stop.set()
+        await self.txn_coordinator.stop()
         await self.coordinator.stop()
         await self.replica_manager.stop()
         if self._server is not None:

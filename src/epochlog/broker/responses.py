@@ -29,3 +29,11 @@ def error_code(exc: BaseException) -> ErrorCode:
         return exc.code
     log.exception("internal error", exc_info=exc)
     return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def fenced_error(code: ErrorCode, version: int, fenced_since: int) -> ErrorCode:
+    """PRODUCER_FENCED exists for clients from KIP-588's request versions; older ones
+    are told INVALID_PRODUCER_EPOCH, which they treat as fatal the same way."""
+    if code == ErrorCode.PRODUCER_FENCED and version < fenced_since:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return code

@@ -14,10 +14,10 @@ A null value is a tombstone: the key's offset or group is deleted.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 
 from epochlog.protocol.errors import ErrorCode, KafkaError
+from epochlog.protocol.fields import FieldReader, FieldWriter
 
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
@@ -68,90 +68,18 @@ class GroupValue:
     members: list[MemberValue] = field(default_factory=list)
 
 
-class _Writer:
-    def __init__(self) -> None:
-        self.buf = bytearray()
-
-    def int16(self, v: int) -> _Writer:
-        self.buf += struct.pack(">h", v)
-        return self
-
-    def int32(self, v: int) -> _Writer:
-        self.buf += struct.pack(">i", v)
-        return self
-
-    def int64(self, v: int) -> _Writer:
-        self.buf += struct.pack(">q", v)
-        return self
-
-    def string(self, v: str | None) -> _Writer:
-        if v is None:
-            return self.int16(-1)
-        raw = v.encode()
-        self.int16(len(raw))
-        self.buf += raw
-        return self
-
-    def blob(self, v: bytes | None) -> _Writer:
-        if v is None:
-            return self.int32(-1)
-        self.int32(len(v))
-        self.buf += v
-        return self
-
-
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.pos = 0
-
-    def _take(self, fmt: str, size: int) -> int:
-        if self.pos + size > len(self.data):
-            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "offsets record cut short")
-        (v,) = struct.unpack_from(fmt, self.data, self.pos)
-        self.pos += size
-        return int(v)
-
-    def int16(self) -> int:
-        return self._take(">h", 2)
-
-    def int32(self) -> int:
-        return self._take(">i", 4)
-
-    def int64(self) -> int:
-        return self._take(">q", 8)
-
-    def _raw(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "offsets record cut short")
-        out = self.data[self.pos : self.pos + n]
-        self.pos += n
-        return bytes(out)
-
-    def nullable_string(self) -> str | None:
-        n = self.int16()
-        return None if n < 0 else self._raw(n).decode()
-
-    def string(self) -> str:
-        return self.nullable_string() or ""
-
-    def blob(self) -> bytes:
-        n = self.int32()
-        return b"" if n < 0 else self._raw(n)
-
-
 def encode_offset_key(key: OffsetKey) -> bytes:
-    w = _Writer().int16(OFFSET_KEY_VERSION).string(key.group).string(key.topic)
+    w = FieldWriter().int16(OFFSET_KEY_VERSION).string(key.group).string(key.topic)
     return bytes(w.int32(key.partition).buf)
 
 
 def encode_group_key(key: GroupKey) -> bytes:
-    return bytes(_Writer().int16(GROUP_KEY_VERSION).string(key.group).buf)
+    return bytes(FieldWriter().int16(GROUP_KEY_VERSION).string(key.group).buf)
 
 
 def decode_key(data: bytes) -> OffsetKey | GroupKey:
     """Offset keys are versions 0 and 1, group keys version 2 (Kafka's convention)."""
-    r = _Reader(data)
+    r = FieldReader(data)
     version = r.int16()
     if version in (0, 1):
         return OffsetKey(r.string(), r.string(), r.int32())
@@ -161,12 +89,12 @@ def decode_key(data: bytes) -> OffsetKey | GroupKey:
 
 
 def encode_offset_value(value: OffsetValue) -> bytes:
-    w = _Writer().int16(OFFSET_VALUE_VERSION).int64(value.offset).int32(value.leader_epoch)
+    w = FieldWriter().int16(OFFSET_VALUE_VERSION).int64(value.offset).int32(value.leader_epoch)
     return bytes(w.string(value.metadata).int64(value.commit_timestamp).buf)
 
 
 def decode_offset_value(data: bytes) -> OffsetValue:
-    r = _Reader(data)
+    r = FieldReader(data)
     version = r.int16()
     if version == 0 or version == 2:
         offset, metadata, ts = r.int64(), r.string(), r.int64()
@@ -182,7 +110,7 @@ def decode_offset_value(data: bytes) -> OffsetValue:
 
 
 def encode_group_value(value: GroupValue) -> bytes:
-    w = _Writer().int16(GROUP_VALUE_VERSION).string(value.protocol_type).int32(value.generation)
+    w = FieldWriter().int16(GROUP_VALUE_VERSION).string(value.protocol_type).int32(value.generation)
     w.string(value.protocol).string(value.leader).int64(value.current_state_timestamp)
     w.int32(len(value.members))
     for m in value.members:
@@ -193,7 +121,7 @@ def encode_group_value(value: GroupValue) -> bytes:
 
 
 def decode_group_value(data: bytes) -> GroupValue:
-    r = _Reader(data)
+    r = FieldReader(data)
     version = r.int16()
     if not 0 <= version <= 3:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"unknown group value version {version}")
@@ -228,7 +156,7 @@ def subscribed_topics(subscription: bytes) -> set[str] | None:
     """Topics of a ConsumerProtocolSubscription (any version starts with version, topics);
     None when it cannot be read, so that nothing is expired on a guess."""
     try:
-        r = _Reader(subscription)
+        r = FieldReader(subscription)
         r.int16()
         count = r.int32()
         if count < 0:

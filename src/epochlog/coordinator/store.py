@@ -1,5 +1,6 @@
-"""The coordinator's access to ``__consumer_offsets``: which of its partitions this
-broker leads, reading one back at load, and appending records with acks=all.
+"""A coordinator's access to its internal topic (``__consumer_offsets`` for groups,
+``__transaction_state`` for transactions): which of its partitions this broker leads,
+reading one back at load, and appending records with acks=all.
 
 Everything goes through the replica manager, as a produce would: the internal topic is
 replicated and fenced like any other, so a deposed coordinator cannot acknowledge."""
@@ -27,23 +28,30 @@ KeyValue = tuple[bytes, bytes | None]
 
 
 class OffsetsStore:
-    def __init__(self, replica_manager: ReplicaManager, clock: Clock, read_chunk: int) -> None:
+    def __init__(
+        self,
+        replica_manager: ReplicaManager,
+        clock: Clock,
+        read_chunk: int,
+        topic: str = OFFSETS_TOPIC,
+    ) -> None:
+        self.topic = topic
         self.replica_manager = replica_manager
         self.clock = clock
         self.read_chunk = max(read_chunk, 1024)
 
     def partition(self, index: int) -> Partition | None:
         try:
-            return self.replica_manager.partition(OFFSETS_TOPIC, index)
+            return self.replica_manager.partition(self.topic, index)
         except KafkaError:
             return None
 
     def led(self) -> dict[int, int]:
-        """Offsets partitions this broker leads now -> their leader epoch."""
+        """Partitions of the topic this broker leads now -> their leader epoch."""
         return {
             p.index: p.leader_epoch
             for p in self.replica_manager.partitions()
-            if p.topic == OFFSETS_TOPIC and p.is_leader
+            if p.topic == self.topic and p.is_leader
         }
 
     def read_all(self, index: int) -> Iterator[Record]:

@@ -1,8 +1,11 @@
 """FindCoordinator (v0-v4, batched keys from v4): the broker leading the group's
-``__consumer_offsets`` partition. The topic is created on first use, as Kafka does."""
+``__consumer_offsets`` partition (key type 0) or the transactional id's
+``__transaction_state`` partition (key type 1). Both topics are created on first use,
+as Kafka does."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -12,46 +15,82 @@ from epochlog.broker.metadata_cache import TopicMetadata
 from epochlog.coordinator.hashing import OFFSETS_TOPIC, partition_for
 from epochlog.protocol.apis import RequestFrame
 from epochlog.protocol.errors import ErrorCode, KafkaError
+from epochlog.txn.partitioning import TRANSACTION_STATE_TOPIC
 
 log = logging.getLogger("epochlog.coordinator")
 
 GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
 CREATE_TIMEOUT_S = 10.0
 
 
-async def ensure_offsets_topic(broker: Any) -> TopicMetadata | None:
-    """The internal topic, created if missing: compacted (time and size retention apply
-    only under ``delete``, so no key's latest value is lost to them), replicated up to
-    the live brokers."""
+async def ensure_internal_topic(
+    broker: Any,
+    name: str,
+    num_partitions: int,
+    replication_factor: int,
+    configs: dict[str, str],
+    lock: asyncio.Lock,
+) -> TopicMetadata | None:
+    """An internal topic, created on first use (as Kafka does), replicated up to the
+    live brokers."""
     cache = broker.metadata_cache
-    topic = cache.topic(OFFSETS_TOPIC)
+    topic = cache.topic(name)
     if topic is not None:
         return topic
-    coordinator = broker.coordinator
-    async with coordinator.topic_creation:
-        topic = cache.topic(OFFSETS_TOPIC)
+    async with lock:
+        topic = cache.topic(name)
         if topic is not None:
             return topic
-        s = coordinator.settings
-        replication = max(1, min(s.replication_factor, len(cache.brokers)))
-        configs = {
-            "cleanup.policy": "compact",
-            "segment.bytes": str(s.segment_bytes),
-        }
+        replication = max(1, min(replication_factor, len(cache.brokers)))
         try:
             await broker.create_topic(
-                OFFSETS_TOPIC, s.num_partitions, replication, configs, timeout_s=CREATE_TIMEOUT_S
+                name, num_partitions, replication, configs, timeout_s=CREATE_TIMEOUT_S
             )
             log.info(
                 "created %s with %d partitions, replication factor %d",
-                OFFSETS_TOPIC,
-                s.num_partitions,
+                name,
+                num_partitions,
                 replication,
             )
         except KafkaError as exc:
             if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                log.warning("could not create %s: %s", OFFSETS_TOPIC, exc)
-    return cache.topic(OFFSETS_TOPIC)
+                log.warning("could not create %s: %s", name, exc)
+    return cache.topic(name)
+
+
+async def ensure_offsets_topic(broker: Any) -> TopicMetadata | None:
+    """``__consumer_offsets``: compacted (time and size retention apply only under
+    ``delete``, so no key's latest value is lost to them)."""
+    s = broker.coordinator.settings
+    configs = {"cleanup.policy": "compact", "segment.bytes": str(s.segment_bytes)}
+    return await ensure_internal_topic(
+        broker,
+        OFFSETS_TOPIC,
+        s.num_partitions,
+        s.replication_factor,
+        configs,
+        broker.coordinator.topic_creation,
+    )
+
+
+async def ensure_transaction_state_topic(broker: Any) -> TopicMetadata | None:
+    """``__transaction_state``: compacted, with ``transaction.state.log.min.isr``."""
+    s = broker.txn_coordinator.settings
+    replication = max(1, min(s.replication_factor, len(broker.metadata_cache.brokers)))
+    configs = {
+        "cleanup.policy": "compact",
+        "segment.bytes": str(s.segment_bytes),
+        "min.insync.replicas": str(min(s.min_isr, replication)),
+    }
+    return await ensure_internal_topic(
+        broker,
+        TRANSACTION_STATE_TOPIC,
+        s.num_partitions,
+        replication,
+        configs,
+        broker.txn_coordinator.topic_creation,
+    )
 
 
 async def find(broker: Any, key: str | None, key_type: int) -> Any:
@@ -63,11 +102,14 @@ async def find(broker: Any, key: str | None, key_type: int) -> Any:
         answer.error_code = ErrorCode.INVALID_REQUEST
         answer.error_message = "a coordinator key is required"
         return answer
-    if key_type != GROUP_KEY_TYPE:
+    if key_type == GROUP_KEY_TYPE:
+        topic = await ensure_offsets_topic(broker)
+    elif key_type == TRANSACTION_KEY_TYPE:
+        topic = await ensure_transaction_state_topic(broker)
+    else:
         answer.error_code = ErrorCode.INVALID_REQUEST
-        answer.error_message = "only group coordinators exist: transactions are not supported"
+        answer.error_message = f"unknown coordinator key type {key_type}"
         return answer
-    topic = await ensure_offsets_topic(broker)
     state = None
     if topic is not None and topic.partitions:
         state = topic.partitions.get(partition_for(key, len(topic.partitions)))

@@ -1,4 +1,6 @@
-"""InitProducerId: hand an idempotent producer a fresh producer id."""
+"""InitProducerId (v0-v4): a fresh producer id for an idempotent producer; for a
+transactional id, the transaction coordinator's answer (the same id at a bumped epoch,
+fencing every earlier holder; KIP-360 recovery from v3)."""
 
 from __future__ import annotations
 
@@ -6,26 +8,34 @@ from typing import Any
 
 from kafka.protocol.producer import InitProducerIdResponse
 
+from epochlog.broker.responses import fenced_error
 from epochlog.protocol.apis import RequestFrame
 from epochlog.protocol.errors import ErrorCode
 
 NO_PRODUCER_ID = -1
+# Below this version a fenced producer is told INVALID_PRODUCER_EPOCH (KIP-588).
+PRODUCER_FENCED_SINCE = 4
 
 
 async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
-    if request.transactional_id is not None:
-        # Transactions are not offered; saying so lets clients fail with a clear reason.
+    if request.transactional_id is None:
+        # As Kafka does without a transactional id, every request (a recovering
+        # producer's epoch bump included) gets a new id at epoch 0, which resets its
+        # sequences.
         return InitProducerIdResponse(
             throttle_time_ms=0,
-            error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-            producer_id=NO_PRODUCER_ID,
-            producer_epoch=-1,
+            error_code=ErrorCode.NONE,
+            producer_id=await broker.cluster.allocate_producer_id(),
+            producer_epoch=0,
         )
-    # As Kafka does without a transactional id, every request (a recovering producer's
-    # epoch bump included) gets a new id at epoch 0, which resets its sequences.
+    expected_id = request.producer_id if version >= 3 else NO_PRODUCER_ID
+    expected_epoch = request.producer_epoch if version >= 3 else -1
+    answer = await broker.txn_coordinator.init_producer_id(
+        request.transactional_id, request.transaction_timeout_ms, expected_id, expected_epoch
+    )
     return InitProducerIdResponse(
         throttle_time_ms=0,
-        error_code=ErrorCode.NONE,
-        producer_id=await broker.cluster.allocate_producer_id(),
-        producer_epoch=0,
+        error_code=fenced_error(answer.error, version, PRODUCER_FENCED_SINCE),
+        producer_id=answer.producer_id,
+        producer_epoch=answer.producer_epoch,
     )

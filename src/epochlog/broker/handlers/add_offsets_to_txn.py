@@ -1,0 +1,32 @@
+"""AddOffsetsToTxn (v0-v3): the producer will commit a group's offsets in its
+transaction; the group's ``__consumer_offsets`` partition joins the transaction, so
+the marker that ends it also decides those offsets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.producer import AddOffsetsToTxnResponse
+
+from epochlog.broker.responses import fenced_error
+from epochlog.coordinator.hashing import OFFSETS_TOPIC
+from epochlog.protocol.apis import RequestFrame
+from epochlog.protocol.errors import ErrorCode
+
+PRODUCER_FENCED_SINCE = 2
+
+
+async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+    if not request.group_id:
+        code = ErrorCode.INVALID_GROUP_ID
+    else:
+        offsets_partition = broker.coordinator.registry.partition_of(request.group_id)
+        code = await broker.txn_coordinator.add_partitions(
+            request.transactional_id,
+            request.producer_id,
+            request.producer_epoch,
+            frozenset({(OFFSETS_TOPIC, offsets_partition)}),
+        )
+    return AddOffsetsToTxnResponse(
+        throttle_time_ms=0, error_code=fenced_error(code, version, PRODUCER_FENCED_SINCE)
+    )

@@ -1,0 +1,48 @@
+"""DescribeTransactions (v0): state, producer id and epoch, timeout, start time and
+partitions of transactional ids this broker coordinates (kafka-transactions.sh)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.admin import DescribeTransactionsResponse
+
+from epochlog.protocol.apis import RequestFrame
+
+_State = DescribeTransactionsResponse.TransactionState
+
+
+async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+    states = []
+    for tid in request.transactional_ids or []:
+        error, meta = broker.txn_coordinator.describe(tid)
+        if meta is None:
+            states.append(
+                _State(
+                    error_code=error,
+                    transactional_id=tid,
+                    transaction_state="",
+                    transaction_timeout_ms=0,
+                    transaction_start_time_ms=-1,
+                    producer_id=-1,
+                    producer_epoch=-1,
+                    topics=[],
+                )
+            )
+            continue
+        by_topic: dict[str, list[int]] = {}
+        for topic, index in sorted(meta.partitions):
+            by_topic.setdefault(topic, []).append(index)
+        states.append(
+            _State(
+                error_code=error,
+                transactional_id=tid,
+                transaction_state=meta.state.display,
+                transaction_timeout_ms=meta.timeout_ms,
+                transaction_start_time_ms=meta.start_ms,
+                producer_id=meta.producer_id,
+                producer_epoch=meta.producer_epoch,
+                topics=[_State.TopicData(topic=t, partitions=p) for t, p in by_topic.items()],
+            )
+        )
+    return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=states)

@@ -1,0 +1,22 @@
+"""EndTxn (v0-v3): commit or abort the producer's transaction. Answered once the
+decision is in ``__transaction_state``; the markers follow from the coordinator."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.producer import EndTxnResponse
+
+from epochlog.broker.responses import fenced_error
+from epochlog.protocol.apis import RequestFrame
+
+PRODUCER_FENCED_SINCE = 2
+
+
+async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+    code = await broker.txn_coordinator.end_txn(
+        request.transactional_id, request.producer_id, request.producer_epoch, request.committed
+    )
+    return EndTxnResponse(
+        throttle_time_ms=0, error_code=fenced_error(code, version, PRODUCER_FENCED_SINCE)
+    )
