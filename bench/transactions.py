@@ -1,0 +1,200 @@
+"""What transactions cost, with confluent-kafka against one epochlog broker.
+
+Every figure is a ratio to a reference measured in the same run: transactional produce
+(transactions of 1,000 and of 10,000 records of 100 bytes) as a ratio to idempotent
+produce of the same records on the same broker, and beside librdkafka's mock cluster
+doing the same transactions; read_committed consume as a ratio to read_uncommitted
+consume of the same (committed and aborted) log. Medians of --runs runs.
+
+    python bench/transactions.py [--runs 3] [--records 200000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import confluent_kafka as ck
+from confluent_kafka.admin import AdminClient, NewTopic
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import BrokerProcess, fmt_rate, median  # noqa: E402
+
+SIZE = 100
+PRODUCER_CONF: dict[str, object] = {
+    "acks": "all",
+    "enable.idempotence": True,
+    "linger.ms": 5,
+    "batch.size": 1_000_000,
+    "queue.buffering.max.messages": 500_000,
+}
+
+
+def _produce_all(producer: ck.Producer, topic: str, count: int, value: bytes) -> None:
+    for _ in range(count):
+        while True:
+            try:
+                producer.produce(topic, value=value, partition=0)
+                break
+            except BufferError:
+                producer.poll(0.001)
+
+
+def idempotent_seconds(bootstrap: str, topic: str, count: int) -> float:
+    producer = ck.Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONF})
+    producer.list_topics(topic, timeout=10)
+    value = os.urandom(SIZE)
+    start = time.perf_counter()
+    _produce_all(producer, topic, count, value)
+    if producer.flush(300):
+        raise RuntimeError("idempotent produce did not finish")
+    return time.perf_counter() - start
+
+
+def transactional_seconds(
+    producer: ck.Producer, topic: str, count: int, per_txn: int, abort_every: int = 0
+) -> float:
+    """Seconds for ``count`` records in transactions of ``per_txn``, each committed
+    (or every ``abort_every``-th aborted); init_transactions is not timed."""
+    value = os.urandom(SIZE)
+    start = time.perf_counter()
+    done = 0
+    n = 0
+    while done < count:
+        size = min(per_txn, count - done)
+        producer.begin_transaction()
+        _produce_all(producer, topic, size, value)
+        n += 1
+        if abort_every and n % abort_every == 0:
+            producer.abort_transaction(120)
+        else:
+            producer.commit_transaction(120)
+        done += size
+    return time.perf_counter() - start
+
+
+def transactional_producer(bootstrap: str | None, tid: str) -> ck.Producer:
+    conf = {**PRODUCER_CONF, "transactional.id": tid}
+    if bootstrap is None:
+        conf["test.mock.num.brokers"] = 1
+    else:
+        conf["bootstrap.servers"] = bootstrap
+    producer = ck.Producer(conf)
+    producer.init_transactions(60)
+    return producer
+
+
+def consume_seconds(bootstrap: str, topic: str, isolation: str) -> tuple[int, float]:
+    """(records handed out, seconds) reading the whole partition from the start."""
+    consumer = ck.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-unused",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+            "fetch.wait.max.ms": 5,
+            "fetch.queue.backoff.ms": 1,
+            "queued.min.messages": 1_000_000,
+        }
+    )
+    try:
+        tp = ck.TopicPartition(topic, 0)
+        _low, high = consumer.get_watermark_offsets(tp, timeout=30)
+        consumer.assign([ck.TopicPartition(topic, 0, ck.OFFSET_BEGINNING)])
+        got = 0
+        start = time.perf_counter()
+        deadline = start + 300
+        # The log ends with a commit or abort marker, which takes an offset but is never
+        # handed out: done once a round brings nothing and the position reached it.
+        while True:
+            batch = consumer.consume(1000, 0.2)
+            for m in batch:
+                if m.error() is not None:
+                    raise RuntimeError(f"consume error: {m.error()}")
+            got += len(batch)
+            if not batch and consumer.position([tp])[0].offset >= high - 1:
+                break
+            if time.perf_counter() > deadline:
+                raise RuntimeError(f"consumed {got} records in 300 s")
+        return got, time.perf_counter() - start
+    finally:
+        consumer.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--records", type=int, default=200_000, help="records of 100 bytes")
+    args = ap.parse_args(argv)
+    count = args.records
+    with tempfile.TemporaryDirectory(prefix="epochlog-bench-txn-") as tmp:
+        broker = BrokerProcess(
+            Path(tmp) / "logs",
+            Path(tmp),
+            {"transaction.state.log.num.partitions": 1, "offsets.topic.num.partitions": 1},
+        ).start()
+        print(f"epochlog broker pid {broker.pid} at {broker.bootstrap}")
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        try:
+            rates: dict[str, list[float]] = {}
+
+            def add(name: str, seconds: float, n: int) -> None:
+                rates.setdefault(name, []).append(n / seconds)
+
+            for run in range(args.runs):
+                topics = [f"idem-{run}", f"txn1k-{run}", f"txn10k-{run}", f"mixed-{run}"]
+                for f in admin.create_topics([NewTopic(t, 1, 1) for t in topics]).values():
+                    f.result(60)
+                add("idempotent", idempotent_seconds(broker.bootstrap, topics[0], count), count)
+                for per_txn, topic in ((1000, topics[1]), (10_000, topics[2])):
+                    ours = transactional_producer(broker.bootstrap, f"bench-{per_txn}-{run}")
+                    add(f"txn{per_txn}", transactional_seconds(ours, topic, count, per_txn), count)
+                    mock = transactional_producer(None, f"bench-mock-{per_txn}-{run}")
+                    seconds = transactional_seconds(mock, f"mock-{run}", count, per_txn)
+                    add(f"mock-txn{per_txn}", seconds, count)
+                    del ours, mock
+                # One transaction in four aborted: what a read_committed reader skips.
+                mixed = transactional_producer(broker.bootstrap, f"bench-mixed-{run}")
+                transactional_seconds(mixed, topics[3], count, 1000, abort_every=4)
+                del mixed
+                for isolation in ("read_uncommitted", "read_committed"):
+                    got, seconds = consume_seconds(broker.bootstrap, topics[3], isolation)
+                    add(isolation, seconds, got)
+                    rates.setdefault(f"{isolation}-records", []).append(got)
+                print(f"run {run + 1} of {args.runs} done", flush=True)
+            report(rates, count)
+            broker.stop()
+        finally:
+            broker.close()
+    return 0
+
+
+def report(rates: dict[str, list[float]], count: int) -> None:
+    m = {k: median(v) for k, v in rates.items()}
+    print(f"\n{count:,} records of {SIZE} bytes, medians:")
+    print(f"  idempotent produce          {fmt_rate(m['idempotent'], m['idempotent'] * SIZE)}")
+    for per_txn in (1000, 10_000):
+        ours, mock = m[f"txn{per_txn}"], m[f"mock-txn{per_txn}"]
+        print(
+            f"  transactions of {per_txn:>6,}    {fmt_rate(ours, ours * SIZE)}"
+            f"  ({ours / m['idempotent']:.2f} of idempotent; mock {mock:,.0f} rec/s,"
+            f" {ours / mock:.2f} of mock)"
+        )
+    ru, rc = m["read_uncommitted"], m["read_committed"]
+    print(
+        f"  read_uncommitted consume    {fmt_rate(ru, ru * SIZE)}"
+        f"  ({m['read_uncommitted-records']:,.0f} records)"
+    )
+    print(
+        f"  read_committed consume      {fmt_rate(rc, rc * SIZE)}"
+        f"  ({m['read_committed-records']:,.0f} records, one transaction in four aborted;"
+        f" {rc / ru:.2f} of read_uncommitted per record handed out)"
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
