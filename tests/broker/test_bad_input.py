@@ -150,3 +150,36 @@ def test_corrupt_or_oversized_batches_are_refused_and_nothing_is_stored(tmp_path
             await conn.close()
 
     run(scenario)
+
+
+def test_lengths_running_past_the_frame_close_the_connection_and_create_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Metadata v0 asking for a topic whose name length says 32,767 but carries 2 bytes;
+    # JoinGroup v0 whose protocol metadata says 2^31-1 bytes and carries none.
+    metadata = framed(header(3, 0) + struct.pack(">ih", 1, 32767) + b"ab")
+    join = framed(
+        header(11, 0)
+        + struct.pack(">h", 1)
+        + b"g"
+        + struct.pack(">i", 10_000)
+        + struct.pack(">h", 0)
+        + struct.pack(">h", 8)
+        + b"consumer"
+        + struct.pack(">i", 1)
+        + struct.pack(">h", 5)
+        + b"range"
+        + struct.pack(">i", 2**31 - 1)
+    )
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path, offsets_topic_num_partitions="1") as broker:
+            with caplog.at_level(logging.WARNING, logger="epochlog.server"):
+                assert await raw_exchange(broker, metadata) == b""
+                assert await raw_exchange(broker, join) == b""
+            assert caplog.text.count("past the frame") == 2
+            assert broker.metadata_cache.topic("ab") is None
+            assert not broker.coordinator.registry.groups
+            await still_serving(broker)
+
+    run(scenario)

@@ -15,6 +15,7 @@ from epochlog.protocol.apis import (
     SUPPORTED,
     ApiKey,
     RequestFrame,
+    decode_request_body,
     decode_request_header,
     encode_response,
     encode_response_header,
@@ -52,7 +53,7 @@ class RequestChannel:
             raise ProtocolViolation(f"{spec.name} v{version} is not supported")
         try:
             request = decode_request_header(frame, spec.is_flexible(version))
-            body = spec.request.decode(request.body, version=version)
+            body = decode_request_body(spec, version, request.body)
         except Exception as exc:  # the library raises many kinds on malformed input
             raise ProtocolViolation(f"malformed {spec.name} v{version}: {exc!r}") from exc
         response = await self._handlers[api_key](self._context, body, version, request)

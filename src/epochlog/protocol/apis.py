@@ -225,7 +225,22 @@ def decode_request_header(frame: bytes | memoryview, flexible: bool) -> RequestF
 
 
 def decode_request_body(spec: ApiSpec, version: int, body: memoryview) -> Any:
-    return spec.request.decode(body, version=version)
+    """Decode strictly: the library slices a string, bytes or array whose length runs
+    past the frame and returns the short value; such a frame is refused here."""
+    request = spec.request
+    decode = request._struct.compiled_decode_from(
+        version,
+        compact=request.flexible_version_q(version),
+        tagged=request.flexible_version_q(version),
+        data_class=request[None],
+    )
+    decoded, end = decode(body, 0)
+    if end > len(body):
+        raise KafkaError(
+            ErrorCode.INVALID_REQUEST,
+            f"{spec.name} v{version}: a length runs {end - len(body)} bytes past the frame",
+        )
+    return decoded
 
 
 def encode_response_header(correlation_id: int, flexible: bool) -> bytes:
