@@ -183,3 +183,35 @@ def test_lengths_running_past_the_frame_close_the_connection_and_create_nothing(
             await still_serving(broker)
 
     run(scenario)
+
+
+def test_partial_frames_of_many_connections_hold_at_most_queued_max_request_bytes(
+    tmp_path: Path,
+) -> None:
+    declared = 2_000_000
+    settings = {
+        "queued.max.request.bytes": "3000000",
+        "connections.max.idle.ms": "2000",
+        "socket.request.max.bytes": str(declared),
+    }
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path, **settings) as broker:
+            budget = broker._connections._budget
+            senders = []
+            for _ in range(10):
+                conn = await broker.seams.network.connect("127.0.0.1", broker.port)
+                conn.write(struct.pack(">i", declared) + header(18, 0) + b"\x00" * 1_000_000)
+                await conn.drain()
+                senders.append(conn)
+            await asyncio.sleep(0.5)
+            # One frame's worth is reserved; the other nine wait unread.
+            assert 0 < budget.used <= 3_000_000
+            # Stalled frames are dropped after connections.max.idle.ms, freeing the budget.
+            await asyncio.sleep(2.5 * 2)
+            await asyncio.wait_for(still_serving(broker), 30)
+            for conn in senders:
+                conn.close()
+            await asyncio.sleep(0.2)
+
+    run(scenario)

@@ -94,6 +94,7 @@ class Broker:
             max_request_bytes=config.get_int("socket.request.max.bytes"),
             idle_timeout_s=config.get_int("connections.max.idle.ms") / 1000,
             ready=self._joined,
+            queued_max_request_bytes=config.get_int("queued.max.request.bytes"),
         )
         self._stop = asyncio.Event()
         self._background: asyncio.Task[None] | None = None

@@ -18,6 +18,9 @@ DEFAULTS: dict[str, str] = {
     "auto.create.topics.enable": "true",
     "delete.topic.enable": "true",
     "socket.request.max.bytes": "104857600",
+    # Kafka's default is -1 (unbounded); bounded here so that many connections each
+    # holding part of a large frame cannot grow the broker without limit.
+    "queued.max.request.bytes": "268435456",
     "connections.max.idle.ms": "600000",
     "message.max.bytes": "1048588",
     "replica.fetch.max.bytes": "1048576",

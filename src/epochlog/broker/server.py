@@ -90,6 +90,28 @@ async def _send_raw(conn: Connection, header: bytes, response: RawResponse) -> N
         conn.writelines(pending)
 
 
+class RequestBytesBudget:
+    """``queued.max.request.bytes``: how many request bytes all connections together may
+    hold (Kafka's memory pool). A connection reserves a frame's declared size before it
+    reads the frame and gives it back once the request is answered; while the budget is
+    spent, connections wait unread, so slow or hostile senders cannot grow the broker."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self._freed = asyncio.Event()
+
+    async def acquire(self, size: int) -> None:
+        while self.used and self.used + size > self.limit:
+            self._freed.clear()
+            await self._freed.wait()
+        self.used += size
+
+    def release(self, size: int) -> None:
+        self.used -= size
+        self._freed.set()
+
+
 class ConnectionLoop:
     """Reads size-prefixed frames from one connection until it closes or misbehaves."""
 
@@ -99,10 +121,14 @@ class ConnectionLoop:
         max_request_bytes: int,
         idle_timeout_s: float,
         ready: asyncio.Event | None = None,
+        queued_max_request_bytes: int = -1,
     ) -> None:
         self._channel = channel
         self._max_request_bytes = max_request_bytes
         self._idle_timeout_s = idle_timeout_s
+        self._budget = (
+            RequestBytesBudget(queued_max_request_bytes) if queued_max_request_bytes > 0 else None
+        )
         self.open_connections: set[Connection] = set()
         # When given, requests wait for it: a broker sets it once it has joined the
         # cluster, so that nobody is answered from an empty metadata cache.
@@ -129,9 +155,14 @@ class ConnectionLoop:
                         self._max_request_bytes,
                     )
                     return
-                frame = await conn.read_exactly(size)
-                await self._channel.handle(frame, conn)
-                await conn.drain()
+                if self._budget is None:
+                    await self._serve_one(conn, size)
+                    continue
+                await self._budget.acquire(size)
+                try:
+                    await self._serve_one(conn, size)
+                finally:
+                    self._budget.release(size)
         except ProtocolViolation as exc:
             log.warning("closing connection from %s: %s", conn.peer, exc)
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -141,3 +172,14 @@ class ConnectionLoop:
         finally:
             self.open_connections.discard(conn)
             conn.close()
+
+    async def _serve_one(self, conn: Connection, size: int) -> None:
+        try:
+            # A frame must keep arriving: one stalled mid-way holds buffered bytes.
+            frame = await asyncio.wait_for(conn.read_exactly(size), self._idle_timeout_s)
+        except TimeoutError:
+            raise ProtocolViolation(
+                f"a {size}-byte request did not arrive within connections.max.idle.ms"
+            ) from None
+        await self._channel.handle(frame, conn)
+        await conn.drain()
