@@ -42,6 +42,8 @@ class FakeStore:
 
     written: list[tuple[Any, bytes | None]] = field(default_factory=list)
     next_offset: int = 0
+    # The transactional producer of each append (None for plain ones).
+    producers: list[Any] = field(default_factory=list)
 
     def partition(self, index: int) -> Any:
         return SimpleNamespace(is_leader=True, leader_epoch=0)
@@ -52,7 +54,10 @@ class FakeStore:
     def read_all(self, index: int) -> Any:
         return iter(())
 
-    async def append(self, index: int, records: list, timeout_s: float) -> tuple[ErrorCode, int]:
+    async def append(
+        self, index: int, records: list, timeout_s: float, producer: Any = None
+    ) -> tuple[ErrorCode, int]:
+        self.producers.append(producer)
         base = self.next_offset
         self.next_offset += len(records)
         self.written += [(decode_key(k), v) for k, v in records]

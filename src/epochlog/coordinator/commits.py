@@ -45,6 +45,25 @@ def group_commit_error(
     return ErrorCode.NONE
 
 
+def txn_commit_error(
+    group: Group | None, generation_id: int, member_id: str, instance_id: str | None
+) -> ErrorCode:
+    """TxnOffsetCommit's group check (Kafka's doTxnCommitOffsets): looser than
+    OffsetCommit's, since a transactional producer may commit for a group it is not a
+    member of (generation -1, no member id)."""
+    if group is None:
+        return ErrorCode.NONE if generation_id < 0 else ErrorCode.ILLEGAL_GENERATION
+    if group.is_(GroupState.DEAD):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if group.is_static_fenced(member_id, instance_id):
+        return ErrorCode.FENCED_INSTANCE_ID
+    if member_id and not group.has(member_id):
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if generation_id >= 0 and generation_id != group.generation_id:
+        return ErrorCode.ILLEGAL_GENERATION
+    return ErrorCode.NONE
+
+
 def is_stale_epoch(current: CommittedOffset | None, commit: CommitRequest) -> bool:
     """KIP-232: a commit whose leader epoch is older than the committed one, at the same
     or a later offset, comes from a consumer that missed a leader change (a later

@@ -91,6 +91,16 @@ class JoinAnswer:
     members: list[tuple[str, str | None, bytes]] = field(default_factory=list)
 
 
+def merge_newer(
+    offsets: dict[tuple[str, int], CommittedOffset], decided: dict[tuple[str, int], CommittedOffset]
+) -> None:
+    """Decided offsets replace only older commits (by their records' log position)."""
+    for key, committed in decided.items():
+        existing = offsets.get(key)
+        if existing is None or existing.log_offset < committed.log_offset:
+            offsets[key] = committed
+
+
 @dataclass
 class Group:
     group_id: str
@@ -110,11 +120,26 @@ class Group:
     sync_deadline: float | None = None
     subscribed_topics: set[str] | None = None
     offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
+    # Offsets committed inside transactions not decided yet, per producer id: visible
+    # only once the transaction's commit marker is written (TxnOffsetCommit).
+    pending_txn_offsets: dict[int, dict[tuple[str, int], CommittedOffset]] = field(
+        default_factory=dict
+    )
 
     # -- states -----------------------------------------------------------------------
 
     def is_(self, state: GroupState) -> bool:
         return self.state is state
+
+    def has_pending_offset(self, key: tuple[str, int]) -> bool:
+        return any(key in pending for pending in self.pending_txn_offsets.values())
+
+    def complete_txn_offsets(self, producer_id: int, commit: bool) -> None:
+        """A transaction's marker: its offsets become committed (unless a later commit,
+        by log position, already replaced them) or are dropped."""
+        pending = self.pending_txn_offsets.pop(producer_id, {})
+        if commit:
+            merge_newer(self.offsets, pending)
 
     def transition(self, new: GroupState, now_ms: int) -> None:
         if self.state not in VALID_PREVIOUS[new]:

@@ -12,6 +12,7 @@ from epochlog.coordinator.commits import (
     group_commit_error,
     is_stale_epoch,
     partition_commit_error,
+    txn_commit_error,
 )
 from epochlog.coordinator.expiry import expired_offsets, goes_dead
 from epochlog.coordinator.group import CONSUMER_PROTOCOL, CommittedOffset, Group, GroupState
@@ -24,6 +25,7 @@ from epochlog.coordinator.records import (
     encode_offset_value,
 )
 from epochlog.coordinator.registry import GroupRegistry
+from epochlog.coordinator.store import TxnProducer
 from epochlog.protocol.errors import ErrorCode
 
 log = logging.getLogger("epochlog.coordinator")
@@ -127,12 +129,79 @@ class OffsetManager:
             answers[key] = code
         return answers
 
+    # -- TxnOffsetCommit ----------------------------------------------------------------
+
+    async def txn_commit(
+        self,
+        group_id: str,
+        producer: TxnProducer,
+        generation_id: int,
+        member_id: str,
+        instance_id: str | None,
+        offsets: dict[TopicPartition, CommitRequest],
+    ) -> dict[TopicPartition, ErrorCode]:
+        """Offsets committed inside a transaction: written as a transactional batch of
+        the producer and held pending until its marker decides them
+        (``complete_txn_offsets``)."""
+        error = self.r.ownership_error(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
+        group = self.r.groups.get(group_id)
+        if error == ErrorCode.NONE:
+            error = txn_commit_error(group, generation_id, member_id, instance_id)
+        if error != ErrorCode.NONE:
+            return dict.fromkeys(offsets, error)
+        if group is None:
+            group = Group(group_id, state_timestamp_ms=self.r.now_ms())
+            self.r.groups[group_id] = group
+        max_bytes = self.r.settings.max_metadata_bytes
+        answers: dict[TopicPartition, ErrorCode] = {}
+        accepted: list[tuple[TopicPartition, CommittedOffset]] = []
+        now_ms = self.r.now_ms()
+        for key, request in offsets.items():
+            answers[key] = partition_commit_error(None, request, max_bytes, False)
+            if answers[key] == ErrorCode.NONE:
+                committed = CommittedOffset(
+                    request.offset, request.leader_epoch, request.metadata or "", now_ms
+                )
+                accepted.append((key, committed))
+        if not accepted:
+            return answers
+        records = [
+            (
+                encode_offset_key(OffsetKey(group_id, topic, partition)),
+                encode_offset_value(
+                    OffsetValue(c.offset, c.leader_epoch, c.metadata, c.commit_timestamp)
+                ),
+            )
+            for (topic, partition), c in accepted
+        ]
+        code, base_offset = await self.r.append_at(group_id, records, producer)
+        code = append_error_to_commit_error(code)
+        if code == ErrorCode.NONE and self.r.groups.get(group_id) is group:
+            pending = group.pending_txn_offsets.setdefault(producer.producer_id, {})
+            for i, (key, committed) in enumerate(accepted):
+                committed.log_offset = base_offset + i
+                pending[key] = committed
+        elif code == ErrorCode.NONE:
+            code = ErrorCode.NOT_COORDINATOR
+        for key, _ in accepted:
+            answers[key] = code
+        return answers
+
+    def complete_txn_offsets(self, offsets_partition: int, producer_id: int, commit: bool) -> None:
+        """A marker of ``producer_id`` on this offsets partition was written."""
+        for group_id, group in list(self.r.groups.items()):
+            mine = self.r.partition_of(group_id) == offsets_partition
+            if mine and producer_id in group.pending_txn_offsets:
+                group.complete_txn_offsets(producer_id, commit)
+
     # -- OffsetFetch -------------------------------------------------------------------
 
     def fetch(
-        self, group_id: str, wanted: list[TopicPartition] | None
+        self, group_id: str, wanted: list[TopicPartition] | None, require_stable: bool = False
     ) -> tuple[ErrorCode, dict[TopicPartition, FetchedOffset]]:
-        """Committed offsets (all of the group's when ``wanted`` is None); -1 where none."""
+        """Committed offsets (all of the group's when ``wanted`` is None); -1 where none.
+        With ``require_stable``, a partition with a transactional commit not decided yet
+        answers UNSTABLE_OFFSET_COMMIT (the client retries)."""
         error = self.r.ownership_error(group_id)
         if error != ErrorCode.NONE:
             return error, {key: FetchedOffset(-1, -1, "", error) for key in wanted or []}
@@ -142,6 +211,9 @@ class OffsetManager:
         answer = {}
         for key in keys:
             c = offsets.get(key)
+            if require_stable and group is not None and group.has_pending_offset(key):
+                answer[key] = FetchedOffset(-1, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT)
+                continue
             answer[key] = (
                 NO_OFFSET if c is None else FetchedOffset(c.offset, c.leader_epoch, c.metadata)
             )
@@ -226,7 +298,7 @@ class OffsetManager:
         now_ms = self.r.now_ms()
         total = 0
         for group in self.r.owned_groups():
-            if group.group_id in self.r.pending_writes:
+            if group.group_id in self.r.pending_writes or group.pending_txn_offsets:
                 continue
             keys = expired_offsets(group, now_ms, self.r.settings.retention_ms)
             dead = goes_dead_after(group, keys)

@@ -12,7 +12,13 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from epochlog.coordinator.commits import append_error_to_commit_error
-from epochlog.coordinator.group import CommittedOffset, Group, GroupState, JoinAnswer
+from epochlog.coordinator.group import (
+    CommittedOffset,
+    Group,
+    GroupState,
+    JoinAnswer,
+    merge_newer,
+)
 from epochlog.coordinator.hashing import partition_for
 from epochlog.coordinator.records import (
     GroupKey,
@@ -24,7 +30,7 @@ from epochlog.coordinator.records import (
     encode_group_value,
 )
 from epochlog.coordinator.settings import CoordinatorSettings
-from epochlog.coordinator.store import OffsetsStore
+from epochlog.coordinator.store import OffsetsStore, TxnProducer
 from epochlog.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -163,12 +169,18 @@ class GroupRegistry:
         return code
 
     async def append_at(
-        self, group_id: str, records: list[tuple[bytes, bytes | None]]
+        self,
+        group_id: str,
+        records: list[tuple[bytes, bytes | None]],
+        producer: TxnProducer | None = None,
     ) -> tuple[ErrorCode, int]:
         self.pending_writes[group_id] = self.pending_writes.get(group_id, 0) + 1
         try:
             return await self.store.append(
-                self.partition_of(group_id), records, self.settings.commit_timeout_ms / 1000
+                self.partition_of(group_id),
+                records,
+                self.settings.commit_timeout_ms / 1000,
+                producer,
             )
         finally:
             left = self.pending_writes[group_id] - 1
@@ -184,20 +196,32 @@ class GroupRegistry:
         COORDINATOR_LOAD_IN_PROGRESS until this is done."""
         self.loading[index] = epoch
         offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
+        # Transactional commits not decided yet: producer -> group -> offsets.
+        pending: dict[int, dict[str, dict[tuple[str, int], CommittedOffset]]] = {}
         values: dict[str, bytes | None] = {}
         count = 0
         try:
-            for record in self.store.read_all(index):
+            for stored in self.store.read_all(index):
                 count += 1
                 if count % LOAD_YIELD_EVERY == 0:
                     await self.clock.sleep(0)
                     if self.loading.get(index) != epoch:
                         return
+                record = stored.record
+                if record is None:
+                    decided = pending.pop(stored.transactional_producer, {})
+                    if stored.commit:
+                        for group_id, committed in decided.items():
+                            merge_newer(offsets.setdefault(group_id, {}), committed)
+                    continue
                 if record.key is None:
                     continue
                 key = decode_key(record.key)
                 if isinstance(key, OffsetKey):
-                    group_offsets = offsets.setdefault(key.group, {})
+                    target = offsets
+                    if stored.transactional_producer >= 0:
+                        target = pending.setdefault(stored.transactional_producer, {})
+                    group_offsets = target.setdefault(key.group, {})
                     if record.value is None:
                         group_offsets.pop((key.topic, key.partition), None)
                     else:
@@ -215,16 +239,20 @@ class GroupRegistry:
             return
         now = self.now()
         loaded = 0
-        for group_id in set(offsets) | set(values):
+        with_pending = {gid for by_group in pending.values() for gid in by_group}
+        for group_id in set(offsets) | set(values) | with_pending:
             value = values.get(group_id)
             group_offsets = offsets.get(group_id, {})
-            if value is None and not group_offsets:
+            if value is None and not group_offsets and group_id not in with_pending:
                 continue
             if value is not None:
                 group = Group.from_value(group_id, decode_group_value(value), now)
             else:
                 group = Group(group_id)
             group.offsets = group_offsets
+            for producer_id, by_group in pending.items():
+                if group_id in by_group:
+                    group.pending_txn_offsets[producer_id] = by_group[group_id]
             self.groups[group_id] = group
             loaded += 1
         del self.loading[index]

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from epochlog.coordinator.hashing import OFFSETS_TOPIC
-from epochlog.protocol.batch import read_header
+from epochlog.protocol.batch import NO_PRODUCER_ID, read_header
+from epochlog.protocol.control import read_marker
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.protocol.records import Record, build_batch, iter_records
 from epochlog.replication.replica_manager import ACKS_ALL, AckWait
+from epochlog.storage.producer_state import AppendOrigin
 
 if TYPE_CHECKING:
     from epochlog.replication.partition import Partition
@@ -25,6 +28,24 @@ if TYPE_CHECKING:
 log = logging.getLogger("epochlog.coordinator")
 
 KeyValue = tuple[bytes, bytes | None]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRecord:
+    """One record read back at load, or a transaction marker (``record`` None)."""
+
+    record: Record | None
+    # The producer of a transactional batch (or of a marker); -1 for plain records.
+    transactional_producer: int = NO_PRODUCER_ID
+    commit: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TxnProducer:
+    """The producer a transactional write is made for (TxnOffsetCommit)."""
+
+    producer_id: int
+    producer_epoch: int
 
 
 class OffsetsStore:
@@ -54,9 +75,9 @@ class OffsetsStore:
             if p.topic == self.topic and p.is_leader
         }
 
-    def read_all(self, index: int) -> Iterator[Record]:
-        """Every record of a partition's log, oldest first (the leader's whole log: a
-        clean election's leader holds everything acknowledged)."""
+    def read_all(self, index: int) -> Iterator[StoredRecord]:
+        """Every record and transaction marker of a partition's log, oldest first (the
+        leader's whole log: a clean election's leader holds everything acknowledged)."""
         partition = self.partition(index)
         if partition is None:
             return
@@ -75,21 +96,41 @@ class OffsetsStore:
                     pos += header.size
                     position = max(position, header.next_offset)
                     if header.is_control:
+                        commit, _ = read_marker(batch)
+                        yield StoredRecord(None, header.producer_id, commit)
                         continue
-                    yield from iter_records(batch, check_crc=False)
+                    producer = header.producer_id if header.is_transactional else NO_PRODUCER_ID
+                    for record in iter_records(batch, check_crc=False):
+                        yield StoredRecord(record, producer)
 
     async def append(
-        self, index: int, records: list[KeyValue], timeout_s: float
+        self,
+        index: int,
+        records: list[KeyValue],
+        timeout_s: float,
+        producer: TxnProducer | None = None,
     ) -> tuple[ErrorCode, int]:
-        """Append records as one batch and wait until every in-sync replica has it.
-        Returns the error and the log offset of the first record."""
+        """Append records as one batch (a transactional one for ``producer``) and wait
+        until every in-sync replica has it. Returns the error and the log offset of the
+        first record."""
         partition = self.partition(index)
         if partition is None or not partition.is_leader:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1
         now = self.clock.time_ms()
-        batch = build_batch([(k, v, [], now) for k, v in records])
+        entries = [(k, v, [], now) for k, v in records]
+        if producer is None:
+            batch = build_batch(entries)
+            origin = AppendOrigin.CLIENT
+        else:
+            batch = build_batch(
+                entries,
+                producer_id=producer.producer_id,
+                producer_epoch=producer.producer_epoch,
+                is_transactional=True,
+            )
+            origin = AppendOrigin.COORDINATOR
         try:
-            result = self.replica_manager.append(partition, bytearray(batch), ACKS_ALL)
+            result = self.replica_manager.append(partition, bytearray(batch), ACKS_ALL, origin)
         except KafkaError as exc:
             log.warning("append to %s failed: %s", partition, exc)
             return exc.code, -1

@@ -25,6 +25,8 @@ from kafka.protocol.admin import (
     DescribeConfigsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
+    DescribeProducersRequest,
+    DescribeProducersResponse,
     DescribeTransactionsRequest,
     DescribeTransactionsResponse,
     ElectLeadersRequest,
@@ -78,6 +80,10 @@ from kafka.protocol.producer import (
     InitProducerIdResponse,
     ProduceRequest,
     ProduceResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 )
 
 from epochlog.protocol.errors import ErrorCode, KafkaError
@@ -105,12 +111,15 @@ class ApiKey:
     ADD_PARTITIONS_TO_TXN = 24
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
+    WRITE_TXN_MARKERS = 27
+    TXN_OFFSET_COMMIT = 28
     DESCRIBE_CONFIGS = 32
     CREATE_PARTITIONS = 37
     ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
     DELETE_GROUPS = 42
     OFFSET_DELETE = 47
+    DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
 
@@ -184,6 +193,11 @@ SUPPORTED: dict[int, ApiSpec] = {
         ),
         ApiSpec(ApiKey.ADD_OFFSETS_TO_TXN, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 3),
         ApiSpec(ApiKey.END_TXN, EndTxnRequest, EndTxnResponse, 0, 3),
+        ApiSpec(ApiKey.WRITE_TXN_MARKERS, WriteTxnMarkersRequest, WriteTxnMarkersResponse, 1, 1),
+        ApiSpec(ApiKey.TXN_OFFSET_COMMIT, TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 3),
+        ApiSpec(
+            ApiKey.DESCRIBE_PRODUCERS, DescribeProducersRequest, DescribeProducersResponse, 0, 0
+        ),
         ApiSpec(
             ApiKey.DESCRIBE_TRANSACTIONS,
             DescribeTransactionsRequest,

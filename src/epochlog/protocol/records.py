@@ -324,6 +324,7 @@ def build_batch(
     base_sequence: int = -1,
     partition_leader_epoch: int = -1,
     is_transactional: bool = False,
+    is_control: bool = False,
     timestamp_type_log_append: bool = False,
     now_ms: int | None = None,
 ) -> bytes:
@@ -405,6 +406,8 @@ def build_batch(
         attributes |= _batch.TIMESTAMP_TYPE_BIT
     if is_transactional:
         attributes |= _batch.TRANSACTIONAL_BIT
+    if is_control:
+        attributes |= _batch.CONTROL_BIT
     out = bytearray(_EMPTY_HEADER)
     out += body
     _HEADER_STRUCT.pack_into(

@@ -342,4 +342,9 @@ class Partition:
         return removed
 
     def last_stable_offset(self) -> int:
-        return self.high_watermark
+        """What read_committed readers may see: below the high watermark and below the
+        first record of any transaction still open."""
+        first_unstable = self.log.first_unstable_offset()
+        if first_unstable is None:
+            return self.high_watermark
+        return min(self.high_watermark, first_unstable)

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from epochlog.protocol.control import build_marker_batch
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.replication.fetcher import EndpointOf, ReplicaFetcherManager
 from epochlog.replication.partition import Partition, PartitionState, StateChange
@@ -30,6 +31,7 @@ log = logging.getLogger("epochlog.replication")
 
 ProposeIsr = Callable[[str, int, int, int, list[int]], Awaitable[PartitionState | None]]
 ACKS_ALL = -1
+MAX_PRODUCER_EPOCH = 32767
 
 
 @dataclass
@@ -167,6 +169,8 @@ class ReplicaManager:
             self._fetchers.follow(partition)
         elif change == StateChange.BECAME_LEADER and self._fetchers is not None:
             self._fetchers.unfollow(key)
+        if change == StateChange.BECAME_LEADER and state.elected_uncleanly:
+            self._abort_open_transactions(partition)
         self._changed.fire()
         return change
 
@@ -185,6 +189,50 @@ class ReplicaManager:
         result = partition.append_as_leader(records, origin)
         self._changed.fire()
         return result
+
+    def write_txn_marker(
+        self,
+        partition: Partition,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+        required_acks: int = ACKS_ALL,
+    ) -> AppendResult:
+        """Append a transaction marker as leader (WriteTxnMarkers)."""
+        marker = build_marker_batch(
+            producer_id, producer_epoch, coordinator_epoch, commit, self.clock.time_ms()
+        )
+        return self.append(partition, marker, required_acks, AppendOrigin.COORDINATOR)
+
+    def _abort_open_transactions(self, partition: Partition) -> None:
+        """An uncleanly elected leader may lack the end of any transaction its log holds
+        open (records and markers the old leader had): such a transaction can never be
+        committed whole here, so it is aborted now, with the producer's epoch bumped at
+        this partition so that the rest of it (a retried batch) is refused too."""
+        for entry in list(partition.log.producer_state.producers.values()):
+            if not entry.in_transaction:
+                continue
+            epoch = min(entry.epoch + 1, MAX_PRODUCER_EPOCH)
+            first = entry.current_txn_first_offset
+            try:
+                result = self.write_txn_marker(
+                    partition, entry.producer_id, epoch, entry.coordinator_epoch, False, 1
+                )
+            except KafkaError as exc:
+                log.warning(
+                    "%s: could not abort producer %d: %s", partition, entry.producer_id, exc
+                )
+                continue
+            log.warning(
+                "%s: elected uncleanly: aborted the open transaction of producer %d "
+                "(from offset %d) with a marker at %d, epoch %d",
+                partition,
+                entry.producer_id,
+                first,
+                result.base_offset,
+                epoch,
+            )
 
     async def wait_for_acks(self, waits: list[AckWait], timeout_s: float) -> list[ErrorCode]:
         """Answer each acks=all append once the HW passed it, or REQUEST_TIMED_OUT."""

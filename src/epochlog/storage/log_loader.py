@@ -26,6 +26,7 @@ from epochlog.storage.segment import (
     parse_segment_name,
     segment_name,
 )
+from epochlog.storage.txn_index import TXN_INDEX_SUFFIX
 
 logger = logging.getLogger("epochlog.storage")
 
@@ -114,7 +115,7 @@ class LogLoader:
         logs = {segment_name(b) for b in bases}
         for name in names:
             if name.endswith(".tmp") or (
-                name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX))
+                name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX))
                 and name.rsplit(".", 1)[0] not in logs
             ):
                 self.disk.remove(f"{self.directory}/{name}")

@@ -20,12 +20,23 @@ Validation of a leader append (``ProducerAppend.check``), as Kafka 2.7+ does it:
   2.5 (KIP-360): refusing would wedge a producer whose records aged out, while accepting
   costs nothing the producer could have prevented.
 
+Transactions (Kafka's ProducerStateManager again): a producer's first transactional
+batch opens its transaction at that offset; a marker (control batch) closes it, as a
+commit or an abort; the smallest open first offset is the partition's first unstable
+offset, which bounds the last stable offset. On a leader append a marker older than the
+producer's epoch is INVALID_PRODUCER_EPOCH, one from an older coordinator epoch is
+TRANSACTION_COORDINATOR_FENCED, and a plain batch from a producer with a transaction
+open is INVALID_TXN_STATE. Batches the broker's coordinators write under a producer's id
+(origin COORDINATOR, base sequence -1: transactional offset commits) take part in the
+transaction but not in sequence checks.
+
 Followers and recovery replay (``update`` without ``check``) trust the leader's log.
 
 Snapshots (``<offset>.snapshot``, offset = log end at the time) hold every producer's
-five batches, so deduplication survives a restart: our own binary format (version 1:
-int16 version, uint32 CRC32C of the rest, then producers) rather than Kafka's, which
-keeps only the last batch.
+five batches and its open transaction, so deduplication and the last stable offset
+survive a restart: our own binary format (version 2: int16 version, uint32 CRC32C of the
+rest, then producers) rather than Kafka's, which keeps only the last batch. Version 1
+snapshots (before transactions) are still read.
 """
 
 from __future__ import annotations
@@ -38,7 +49,7 @@ from dataclasses import dataclass
 
 import crc32c
 
-from epochlog.protocol.batch import NO_PRODUCER_ID, BatchHeader
+from epochlog.protocol.batch import NO_PRODUCER_ID, NO_SEQUENCE, BatchHeader
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.seams import Disk
 
@@ -46,11 +57,13 @@ SNAPSHOT_SUFFIX = ".snapshot"
 NUM_BATCHES_TO_RETAIN = 5
 NO_PRODUCER_EPOCH = -1
 MAX_SEQUENCE = 0x7FFFFFFF
-_SNAPSHOT_VERSION = 1
+_SNAPSHOT_VERSION = 2
+NO_TXN = -1
 
 _HEAD = struct.Struct(">hI")
 _COUNT = struct.Struct(">i")
-_PRODUCER = struct.Struct(">qhqi")
+_PRODUCER_V1 = struct.Struct(">qhqi")
+_PRODUCER = struct.Struct(">qhqiqi")
 _BATCH = struct.Struct(">iiqqq")
 
 logger = logging.getLogger("epochlog.storage")
@@ -83,12 +96,24 @@ class Duplicate:
     max_timestamp: int
 
 
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction a marker closed: its records span first..last (the marker)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    aborted: bool
+
+
 @dataclass(slots=True)
 class ProducerEntry:
     producer_id: int
     epoch: int = NO_PRODUCER_EPOCH
     last_timestamp: int = -1
     batches: deque[BatchMetadata] | None = None
+    current_txn_first_offset: int = NO_TXN
+    coordinator_epoch: int = -1
 
     def __post_init__(self) -> None:
         if self.batches is None:
@@ -102,13 +127,25 @@ class ProducerEntry:
     def last_offset(self) -> int:
         return self.batches[-1].last_offset if self.batches else -1
 
+    @property
+    def in_transaction(self) -> bool:
+        return self.current_txn_first_offset != NO_TXN
+
     def copy(self) -> ProducerEntry:
         return ProducerEntry(
             self.producer_id,
             self.epoch,
             self.last_timestamp,
             deque(self.batches or (), maxlen=NUM_BATCHES_TO_RETAIN),
+            self.current_txn_first_offset,
+            self.coordinator_epoch,
         )
+
+    def _move_to_epoch(self, epoch: int) -> None:
+        """A new (bumped) epoch forgets the sequences of the old one."""
+        if epoch != self.epoch:
+            self.epoch = epoch
+            self.batches = deque(maxlen=NUM_BATCHES_TO_RETAIN)
 
     def find_duplicate(self, header: BatchHeader) -> BatchMetadata | None:
         if header.producer_epoch != self.epoch:
@@ -119,10 +156,13 @@ class ProducerEntry:
         return None
 
     def add(self, header: BatchHeader) -> None:
-        """Record an appended batch (offsets assigned); a new epoch forgets old batches."""
-        if header.producer_epoch != self.epoch:
-            self.epoch = header.producer_epoch
-            self.batches = deque(maxlen=NUM_BATCHES_TO_RETAIN)
+        """Record an appended data batch (offsets assigned)."""
+        self._move_to_epoch(header.producer_epoch)
+        if header.is_transactional and not self.in_transaction:
+            self.current_txn_first_offset = header.base_offset
+        self.last_timestamp = max(self.last_timestamp, header.max_timestamp)
+        if header.base_sequence == NO_SEQUENCE:
+            return  # written by a coordinator: no sequence to follow
         assert self.batches is not None
         self.batches.append(
             BatchMetadata(
@@ -133,7 +173,22 @@ class ProducerEntry:
                 header.max_timestamp,
             )
         )
+
+    def end_transaction(
+        self, header: BatchHeader, commit: bool, coordinator_epoch: int
+    ) -> CompletedTxn:
+        """A marker: the open transaction (if any) ends; a marker with nothing open
+        still closes an empty range at its own offset, as Kafka's does."""
+        if header.producer_epoch > self.epoch:
+            self._move_to_epoch(header.producer_epoch)
+        first = self.current_txn_first_offset if self.in_transaction else header.base_offset
+        self.current_txn_first_offset = NO_TXN
+        self.coordinator_epoch = max(self.coordinator_epoch, coordinator_epoch)
         self.last_timestamp = max(self.last_timestamp, header.max_timestamp)
+        return CompletedTxn(self.producer_id, first, header.base_offset, not commit)
+
+
+Marker = tuple[bool, int]
 
 
 def _in_sequence(last_seq: int, next_seq: int) -> bool:
@@ -146,21 +201,57 @@ class ProducerAppend:
     def __init__(self, manager: ProducerStateManager) -> None:
         self._manager = manager
         self.updated: dict[int, ProducerEntry] = {}
+        self.completed: list[CompletedTxn] = []
 
     def _entry(self, producer_id: int) -> ProducerEntry | None:
         return self.updated.get(producer_id) or self._manager.producers.get(producer_id)
 
-    def check(self, header: BatchHeader) -> Duplicate | None:
+    def check(
+        self,
+        header: BatchHeader,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        marker: Marker | None = None,
+    ) -> Duplicate | None:
         """Validate a leader append (see module docstring); raises KafkaError."""
         if header.producer_id == NO_PRODUCER_ID:
+            if header.is_transactional or header.is_control:
+                raise KafkaError(
+                    ErrorCode.INVALID_RECORD, "a transactional batch needs a producer id"
+                )
             return None
         entry = self._entry(header.producer_id)
         if entry is None:
             return None
+        pid, epoch = header.producer_id, header.producer_epoch
+        if marker is not None:
+            if epoch < entry.epoch:
+                raise KafkaError(
+                    ErrorCode.INVALID_PRODUCER_EPOCH,
+                    f"marker of producer {pid} epoch {epoch} is older than {entry.epoch}",
+                )
+            if marker[1] < entry.coordinator_epoch:
+                raise KafkaError(
+                    ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                    f"marker of producer {pid} from coordinator epoch {marker[1]}, "
+                    f"after {entry.coordinator_epoch}",
+                )
+            return None
+        if origin == AppendOrigin.COORDINATOR:
+            if epoch < entry.epoch:
+                raise KafkaError(
+                    ErrorCode.INVALID_PRODUCER_EPOCH,
+                    f"producer {pid} epoch {epoch} is older than the current {entry.epoch}",
+                )
+            return None
+        if entry.in_transaction and not header.is_transactional:
+            raise KafkaError(
+                ErrorCode.INVALID_TXN_STATE,
+                f"producer {pid} has a transaction open: a plain batch is not allowed",
+            )
         duplicate = entry.find_duplicate(header)
         if duplicate is not None:
             return Duplicate(duplicate.first_offset, duplicate.last_offset, duplicate.max_timestamp)
-        pid, epoch, seq = header.producer_id, header.producer_epoch, header.base_sequence
+        seq = header.base_sequence
         if epoch < entry.epoch:
             raise KafkaError(
                 ErrorCode.INVALID_PRODUCER_EPOCH,
@@ -179,8 +270,9 @@ class ProducerAppend:
             )
         return None
 
-    def update(self, header: BatchHeader) -> None:
-        """Record a batch that will be written (its offsets already assigned)."""
+    def update(self, header: BatchHeader, marker: Marker | None = None) -> None:
+        """Record a batch that will be written (its offsets already assigned); a
+        marker's completed transaction is added to ``completed``."""
         if header.producer_id == NO_PRODUCER_ID:
             return
         entry = self.updated.get(header.producer_id)
@@ -188,11 +280,17 @@ class ProducerAppend:
             current = self._manager.producers.get(header.producer_id)
             entry = current.copy() if current else ProducerEntry(header.producer_id)
             self.updated[header.producer_id] = entry
-        entry.add(header)
+        if marker is None:
+            entry.add(header)
+        else:
+            self.completed.append(entry.end_transaction(header, marker[0], marker[1]))
 
-    def commit(self) -> None:
+    def commit(self) -> list[CompletedTxn]:
+        """Apply the updates; returns the transactions the markers completed."""
         self._manager.producers.update(self.updated)
         self.updated = {}
+        done, self.completed = self.completed, []
+        return done
 
 
 class ProducerStateManager:
@@ -206,18 +304,28 @@ class ProducerStateManager:
     def begin(self) -> ProducerAppend:
         return ProducerAppend(self)
 
-    def replay(self, header: BatchHeader) -> None:
+    def replay(self, header: BatchHeader, marker: Marker | None = None) -> CompletedTxn | None:
         """Apply a batch already in the log (recovery, follower append)."""
         append = self.begin()
-        append.update(header)
-        append.commit()
+        append.update(header, marker)
+        done = append.commit()
+        return done[0] if done else None
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open transaction, if any is open."""
+        firsts = [e.current_txn_first_offset for e in self.producers.values() if e.in_transaction]
+        return min(firsts) if firsts else None
 
     def clear(self) -> None:
         self.producers.clear()
 
     def evict_before(self, log_start_offset: int) -> None:
         """Forget producers whose every batch now lies before the log start (retention)."""
-        gone = [p for p, e in self.producers.items() if e.last_offset < log_start_offset]
+        gone = [
+            p
+            for p, e in self.producers.items()
+            if e.last_offset < log_start_offset and not e.in_transaction
+        ]
         for producer_id in gone:
             del self.producers[producer_id]
         for offset in self.snapshot_offsets():
@@ -226,7 +334,11 @@ class ProducerStateManager:
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
         """Forget producers idle longer than ``producer.id.expiration.ms``."""
-        gone = [p for p, e in self.producers.items() if now_ms - e.last_timestamp > expiration_ms]
+        gone = [
+            p
+            for p, e in self.producers.items()
+            if now_ms - e.last_timestamp > expiration_ms and not e.in_transaction
+        ]
         for producer_id in gone:
             del self.producers[producer_id]
         return len(gone)
@@ -250,7 +362,12 @@ class ProducerStateManager:
         for entry in self.producers.values():
             batches = entry.batches or ()
             body += _PRODUCER.pack(
-                entry.producer_id, entry.epoch, entry.last_timestamp, len(batches)
+                entry.producer_id,
+                entry.epoch,
+                entry.last_timestamp,
+                len(batches),
+                entry.current_txn_first_offset,
+                entry.coordinator_epoch,
             )
             for m in batches:
                 body += _BATCH.pack(
@@ -263,15 +380,19 @@ class ProducerStateManager:
         data = self.disk.read_file(self._path(offset))
         version, crc = _HEAD.unpack_from(data, 0)
         body = memoryview(data)[_HEAD.size :]
-        if version != _SNAPSHOT_VERSION or crc32c.crc32c(body) != crc:
+        if version not in (1, _SNAPSHOT_VERSION) or crc32c.crc32c(body) != crc:
             raise ValueError(f"snapshot {self._path(offset)} is corrupt")
         (count,) = _COUNT.unpack_from(body, 0)
         pos = _COUNT.size
         producers = {}
+        layout = _PRODUCER if version == _SNAPSHOT_VERSION else _PRODUCER_V1
         for _ in range(count):
-            pid, epoch, last_ts, n = _PRODUCER.unpack_from(body, pos)
-            pos += _PRODUCER.size
+            fields = layout.unpack_from(body, pos)
+            pos += layout.size
+            pid, epoch, last_ts, n = fields[:4]
             entry = ProducerEntry(pid, epoch, last_ts)
+            if version == _SNAPSHOT_VERSION:
+                entry.current_txn_first_offset, entry.coordinator_epoch = fields[4:]
             for _ in range(n):
                 assert entry.batches is not None
                 entry.batches.append(BatchMetadata(*_BATCH.unpack_from(body, pos)))

@@ -1,8 +1,9 @@
-"""One segment of a partition's log: a ``.log`` file of batches plus its two indexes.
+"""One segment of a partition's log: a ``.log`` file of batches plus its indexes.
 
 Files are named by the segment's base offset, zero-padded to 20 digits, as Kafka does
-(``00000000000000000000.log``, ``.index``, ``.timeindex``). Batches are stored exactly
-as given; this class never looks inside one beyond its header.
+(``00000000000000000000.log``, ``.index``, ``.timeindex``, ``.txnindex``). Batches are
+stored exactly as given; this class never looks inside one beyond its header (the log
+fills the aborted-transaction index).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from epochlog.protocol.batch import HEADER_SIZE, BatchHeader, read_header, valid
 from epochlog.protocol.errors import KafkaError
 from epochlog.seams import Disk, FileHandle
 from epochlog.storage.index import IndexCorrupt, OffsetIndex, TimeIndex
+from epochlog.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -73,6 +75,7 @@ class LogSegment:
         self.file: FileHandle = disk.open(self.log_path)
         self.offset_index = OffsetIndex(disk, stem + INDEX_SUFFIX, base_offset)
         self.time_index = TimeIndex(disk, stem + TIME_INDEX_SUFFIX, base_offset)
+        self.txn_index = TransactionIndex(disk, stem + TXN_INDEX_SUFFIX)
         self.next_offset = base_offset
         self.max_timestamp = NO_TIMESTAMP
         self.offset_of_max_timestamp = base_offset
@@ -228,6 +231,7 @@ class LogSegment:
         self.offset_index.truncate_entries(keep)
         cut_offset = self._next_offset_before(position)
         self.time_index.truncate_to_offset(cut_offset)
+        self.txn_index.truncate_from(cut_offset)
         self.next_offset = self.base_offset
         self.max_timestamp = NO_TIMESTAMP
         self.offset_of_max_timestamp = self.base_offset
@@ -257,14 +261,17 @@ class LogSegment:
         self.file.fsync()
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         self.file.close()
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
 
     def delete(self) -> None:
         self.close()
         for path in (self.log_path, self.offset_index.path, self.time_index.path):
             if self.disk.exists(path):
                 self.disk.remove(path)
+        self.txn_index.delete()

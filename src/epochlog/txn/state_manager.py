@@ -131,13 +131,14 @@ class TransactionStateManager:
         found: dict[str, TxnMetadata] = {}
         count = 0
         try:
-            for record in self.store.read_all(index):
+            for stored in self.store.read_all(index):
+                record = stored.record
                 count += 1
                 if count % LOAD_YIELD_EVERY == 0:
                     await self.clock.sleep(0)
                     if self.loading.get(index) != epoch:
                         return None
-                if record.key is None:
+                if record is None or record.key is None:
                     continue
                 tid = decode_key(record.key)
                 if record.value is None:

@@ -13,6 +13,7 @@ from epochlog.broker.handlers import (
     delete_topics,
     describe_configs,
     describe_groups,
+    describe_producers,
     describe_transactions,
     elect_leaders,
     end_txn,
@@ -33,6 +34,8 @@ from epochlog.broker.handlers import (
     offset_for_leader_epoch,
     produce,
     sync_group,
+    txn_offset_commit,
+    write_txn_markers,
 )
 from epochlog.protocol.apis import ApiKey
 
@@ -66,4 +69,7 @@ HANDLERS = {
     ApiKey.END_TXN: end_txn.handle,
     ApiKey.DESCRIBE_TRANSACTIONS: describe_transactions.handle,
     ApiKey.LIST_TRANSACTIONS: list_transactions.handle,
+    ApiKey.WRITE_TXN_MARKERS: write_txn_markers.handle,
+    ApiKey.TXN_OFFSET_COMMIT: txn_offset_commit.handle,
+    ApiKey.DESCRIBE_PRODUCERS: describe_producers.handle,
 }

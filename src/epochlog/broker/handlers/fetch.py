@@ -1,5 +1,6 @@
-"""Fetch: read record batches up to the high watermark (consumers) or the log end
-(replicas), after KIP-320's checks (CurrentLeaderEpoch from v9, LastFetchedEpoch →
+"""Fetch: read record batches up to the high watermark (consumers; the last stable
+offset under read_committed, with the aborted transactions of the range read) or the
+log end (replicas), after KIP-320's checks (CurrentLeaderEpoch from v9, LastFetchedEpoch →
 DivergingEpoch from v12). A replica's fetch also tells the leader where that follower
 is, which moves the high watermark and the ISR."""
 
@@ -69,15 +70,21 @@ def _read_partition(
                 partition, replica_id, fetch.fetch_offset, current_epoch
             )
         high_watermark = partition.high_watermark
+        last_stable = partition.last_stable_offset()
         result.high_watermark = high_watermark
-        result.last_stable_offset = partition.last_stable_offset()
+        result.last_stable_offset = last_stable
         max_bytes = min(fetch.partition_max_bytes, budget.remaining)
+        if is_replica:
+            limit = None
+        else:
+            limit = last_stable if isolation == READ_COMMITTED else high_watermark
         read = log.read(
-            fetch.fetch_offset,
-            max_bytes,
-            max_offset=None if is_replica else high_watermark,
-            min_one_batch=not budget.read_any,
+            fetch.fetch_offset, max_bytes, max_offset=limit, min_one_batch=not budget.read_any
         )
+        if isolation == READ_COMMITTED and read.slices:
+            result.aborted_transactions = log.collect_aborted_transactions(
+                fetch.fetch_offset, last_stable
+            )
     except Exception as exc:
         result.error_code = error_code(exc)
         if version >= 12 and exc_is_leadership(result.error_code):

@@ -1,5 +1,6 @@
 """ListOffsets: earliest, latest, by timestamp and max timestamp, with the leader epoch
-of the answer (v4+), fenced by CurrentLeaderEpoch and held back per KIP-207."""
+of the answer (v4+), fenced by CurrentLeaderEpoch and held back per KIP-207. Under
+read_committed (v2+ isolation level 1) consumers see up to the last stable offset."""
 
 from __future__ import annotations
 
@@ -19,13 +20,22 @@ NO_TIMESTAMP = -1
 CONSUMER_REPLICA_ID = -1
 # Tools (Kafka's GetOffsetShell, `epochlog status`) ask any replica for its own log.
 DEBUGGING_REPLICA_ID = -2
+READ_COMMITTED = 1
 
 
-def _lookup(partition: Any, timestamp: int, replica_id: int) -> tuple[int, int, int]:
+def _lookup(
+    partition: Any, timestamp: int, replica_id: int, read_committed: bool
+) -> tuple[int, int, int]:
     """(timestamp, offset, leader_epoch) visible to the requester: consumers see below
-    the high watermark; replicas and tools see the whole log, as in Kafka."""
+    the high watermark (the last stable offset under read_committed); replicas and tools
+    see the whole log, as in Kafka."""
     log = partition.log
-    limit = partition.high_watermark if replica_id == CONSUMER_REPLICA_ID else log.log_end_offset
+    if replica_id != CONSUMER_REPLICA_ID:
+        limit = log.log_end_offset
+    elif read_committed:
+        limit = partition.last_stable_offset()
+    else:
+        limit = partition.high_watermark
     if timestamp == LATEST:
         return NO_TIMESTAMP, limit, partition.leader_epoch
     if timestamp == EARLIEST:
@@ -57,8 +67,9 @@ def _list_one(broker: Any, request: Any, topic: str, wanted: Any, version: int) 
             raise KafkaError(ErrorCode.OFFSET_NOT_AVAILABLE, f"{topic}-{wanted.partition_index}")
         if wanted.timestamp < MAX_TIMESTAMP or (wanted.timestamp == MAX_TIMESTAMP and version < 7):
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"timestamp {wanted.timestamp}")
+        read_committed = version >= 2 and request.isolation_level == READ_COMMITTED
         answer.timestamp, answer.offset, answer.leader_epoch = _lookup(
-            partition, wanted.timestamp, request.replica_id
+            partition, wanted.timestamp, request.replica_id, read_committed
         )
     except Exception as exc:
         answer.error_code = error_code(exc)

@@ -17,7 +17,7 @@ from epochlog.protocol.errors import ErrorCode
 Resp = OffsetCommitResponse.OffsetCommitResponseTopic
 
 
-def _exists(broker: Any, topic: str, partition: int) -> bool:
+def partition_exists(broker: Any, topic: str, partition: int) -> bool:
     known = broker.metadata_cache.topic(topic)
     return known is not None and partition in known.partitions
 
@@ -30,7 +30,7 @@ async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -
         for p in topic.partitions or []:
             key = (topic.name, p.partition_index)
             order.append(key)
-            if not _exists(broker, *key):
+            if not partition_exists(broker, *key):
                 answers[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             epoch = p.committed_leader_epoch if version >= 6 else -1

@@ -1,5 +1,7 @@
 """OffsetFetch (v1-v8): committed offsets and, from v5, their leader epoch (KIP-320);
-from v8 several groups in one request. No offset is answered as -1 with no error."""
+from v8 several groups in one request. No offset is answered as -1 with no error. From
+v7 ``require_stable``: a partition with an undecided transactional commit answers
+UNSTABLE_OFFSET_COMMIT."""
 
 from __future__ import annotations
 
@@ -15,11 +17,13 @@ V8Group = OffsetFetchResponse.OffsetFetchResponseGroup
 V8Topic = V8Group.OffsetFetchResponseTopics
 
 
-def _fetch_one(broker: Any, group_id: str, topics: list[Any] | None) -> tuple[ErrorCode, dict]:
+def _fetch_one(
+    broker: Any, group_id: str, topics: list[Any] | None, require_stable: bool
+) -> tuple[ErrorCode, dict]:
     wanted = None
     if topics is not None:
         wanted = [(t.name, p) for t in topics for p in t.partition_indexes or []]
-    return broker.coordinator.offsets.fetch(group_id, wanted)
+    return broker.coordinator.offsets.fetch(group_id, wanted, require_stable)
 
 
 def _by_topic(found: dict) -> dict[str, list[tuple[int, Any]]]:
@@ -30,10 +34,11 @@ def _by_topic(found: dict) -> dict[str, list[tuple[int, Any]]]:
 
 
 async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+    stable = version >= 7 and bool(request.require_stable)
     if version >= 8:
         groups = []
         for g in request.groups or []:
-            error, found = _fetch_one(broker, g.group_id, g.topics)
+            error, found = _fetch_one(broker, g.group_id, g.topics, stable)
             topics = [
                 V8Topic(
                     name=name,
@@ -54,7 +59,7 @@ async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -
         return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
     # v1 has no null "all topics" and no top-level error: errors go per partition.
     topics_in = request.topics if version >= 2 or request.topics else []
-    error, found = _fetch_one(broker, request.group_id, topics_in)
+    error, found = _fetch_one(broker, request.group_id, topics_in, stable)
     topics = [
         V7Topic(
             name=name,

@@ -9,6 +9,7 @@ from kafka.protocol.producer import ProduceResponse
 
 from epochlog.broker.responses import error_code
 from epochlog.protocol.apis import RequestFrame
+from epochlog.protocol.batch import read_header
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.replication.replica_manager import ACKS_ALL, AckWait
 
@@ -60,6 +61,13 @@ def _produce_one(
     return answer, wait
 
 
+def _is_transactional(records: bytes | None) -> bool:
+    try:
+        return bool(records) and read_header(records).is_transactional
+    except KafkaError:
+        return False  # the log refuses the batch with its own error
+
+
 async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
     acks = request.acks
     responses = []
@@ -69,12 +77,14 @@ async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -
         for p in topic_data.partition_data or []:
             if acks not in (0, 1, ACKS_ALL):
                 parts.append(_partition_response(p.index, ErrorCode.INVALID_REQUIRED_ACKS))
-            elif request.transactional_id is not None:
+            elif request.transactional_id is None and _is_transactional(p.records):
+                # Kafka's answer: transactional records need a transactional id to be
+                # authorized against.
                 parts.append(
                     _partition_response(
                         p.index,
                         ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                        "transactions are not supported",
+                        "transactional records without a transactional id",
                     )
                 )
             else:
