@@ -153,6 +153,7 @@ def test_consume_transform_produce_survives_coordinator_and_leader_kills_exactly
             assert loop.error is None, loop.error
             coordinator = coordinator_of(cluster, TXN_ID)
             cluster.kill(coordinator)
+            at_first_kill = loop.done
             eventually(lambda: loop.done >= 2 * RECORDS // 3 or loop.error, 300, "two thirds")
             assert loop.error is None, loop.error
             cluster.brokers[coordinator].restart()
@@ -160,10 +161,13 @@ def test_consume_transform_produce_survives_coordinator_and_leader_kills_exactly
             leaders = {cluster.leader("out", p)[0] for p in range(PARTITIONS)}
             victim = next(iter(sorted(leaders - {coordinator}) or sorted(leaders)))
             cluster.kill(victim)
+            at_second_kill = loop.done
             eventually(lambda: loop.done >= RECORDS or loop.error, 300, "every record")
             assert loop.error is None, loop.error
         finally:
             loop.stop()
+        # Both kills fell in the middle of the run.
+        assert at_first_kill < RECORDS and at_second_kill < RECORDS, (at_first_kill, at_second_kill)
         cluster.brokers[victim].restart()
 
         seen = read_committed(cluster.live_bootstrap(), "out", RECORDS)
