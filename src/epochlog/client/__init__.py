@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from epochlog.client.lookup import OffsetAndTimestamp
     from epochlog.client.producer import AsyncProducer, RecordMetadata, RecordTooLargeError
     from epochlog.client.sync import Admin, Consumer, Producer
+    from epochlog.client.transactions import GroupMetadata, PreparedTransaction, TransactionError
 
 # Exports load on first use (PEP 562): a process that needs only the errors or the
 # config (Spark's planner processes) does not pay for pyarrow, numpy and kafka-python.
@@ -57,6 +58,9 @@ _HOMES = {
     "Admin": "sync",
     "Consumer": "sync",
     "Producer": "sync",
+    "GroupMetadata": "transactions",
+    "PreparedTransaction": "transactions",
+    "TransactionError": "transactions",
 }
 
 
@@ -83,16 +87,19 @@ __all__ = [
     "DeliveryError",
     "GroupDescription",
     "GroupListing",
+    "GroupMetadata",
     "LogTruncationError",
     "MemberDescription",
     "NoOffsetForPartitionError",
     "OffsetAndEpoch",
     "OffsetAndTimestamp",
     "OffsetOutOfRangeError",
+    "PreparedTransaction",
     "Producer",
     "RecordMetadata",
     "RecordTooLargeError",
     "StaleMetadataError",
     "TopicIdChangedError",
     "TopicPartition",
+    "TransactionError",
 ]

@@ -90,10 +90,11 @@ def decode_fetched(
     fetch_offset: int,
     *,
     check_crc: bool = True,
+    aborted: list[tuple[int, int]] | None = None,
 ) -> tuple[pa.RecordBatch, list[Progress]]:
     """Decode one partition's fetched bytes from ``fetch_offset`` into Arrow rows, with
-    what they do to the consumer's position."""
-    walked, fields = _decode(data, fetch_offset, check_crc)
+    what they do to the consumer's position (aborted transactions dropped)."""
+    walked, fields = _decode(data, fetch_offset, check_crc, aborted)
     table = empty_batch() if fields is None else _to_arrow(fields, topic, partition)
     return table, _progress(walked, fields)
 
@@ -106,21 +107,22 @@ def decode_fetched_records(
     make: Callable[..., T],
     *,
     check_crc: bool = True,
+    aborted: list[tuple[int, int]] | None = None,
 ) -> tuple[list[T], list[Progress]]:
     """The same decode into one Python object per record:
     ``make(topic, partition, offset, timestamp, key, value, headers, leader_epoch)``,
     headers a list of (str, bytes | None) and leader_epoch None for -1."""
-    walked, fields = _decode(data, fetch_offset, check_crc)
+    walked, fields = _decode(data, fetch_offset, check_crc, aborted)
     records = [] if fields is None else _to_records(fields, topic, partition, make)
     return records, _progress(walked, fields)
 
 
 def _decode(
-    data: Buffer, fetch_offset: int, check_crc: bool
+    data: Buffer, fetch_offset: int, check_crc: bool, aborted: list[tuple[int, int]] | None
 ) -> tuple[list[WalkedBatch], Fields | None]:
     if type(data) is not bytes:
         data = bytes(data)
-    walked = walk_batches(data, fetch_offset)
+    walked = walk_batches(data, fetch_offset, aborted)
     return walked, decode_walked(data, walked, check_crc)
 
 
@@ -292,7 +294,7 @@ def _progress(walked: list[WalkedBatch], fields: Fields | None) -> list[Progress
     first = next_offset = 0
     timestamp = None
     for w in walked:
-        if w.is_control:
+        if w.has_no_rows:
             got = 0
             start = w.base_offset
         else:

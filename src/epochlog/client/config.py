@@ -112,6 +112,9 @@ PRODUCER: dict[str, Setting] = {
     "delivery.timeout.ms": Setting(_int(1), 120000),
     "partitioner": Setting(_choice("murmur2_random", "murmur2", "random"), "murmur2_random"),
     "max.request.size": Setting(_int(1), 1048576),
+    # Transactions (client/transactions.py): a transactional id implies idempotence.
+    "transactional.id": Setting(_string),
+    "transaction.timeout.ms": Setting(_int(1), 60000),
 }
 
 CONSUMER: dict[str, Setting] = {
@@ -122,6 +125,8 @@ CONSUMER: dict[str, Setting] = {
     "max.partition.fetch.bytes": Setting(_int(1), 1048576),
     "fetch.max.wait.ms": Setting(_int(0), 500),
     "check.crcs": Setting(_bool, True),
+    # Kafka's default; read_committed hands out only committed transactions' records.
+    "isolation.level": Setting(_choice("read_uncommitted", "read_committed"), "read_uncommitted"),
     # Consumer groups (client/group.py); used only when group.id is set.
     "group.id": Setting(_string),
     "partition.assignment.strategy": Setting(_strategies, "range"),
@@ -152,9 +157,17 @@ def parse_config(raw: Mapping[str, object], settings: Mapping[str, Setting]) -> 
 
 
 def producer_config(raw: Mapping[str, object]) -> dict[str, Any]:
-    """Producer settings, with Kafka's cross-checks for idempotence."""
+    """Producer settings, with Kafka's cross-checks for idempotence and transactions."""
     explicit = "enable.idempotence" in raw
     conf = parse_config(raw, PRODUCER)
+    if conf["transactional.id"] is not None:
+        if not conf["transactional.id"]:
+            raise ConfigError("transactional.id", "must not be empty")
+        if explicit and not conf["enable.idempotence"]:
+            raise ConfigError("enable.idempotence", "must be true when transactional.id is set")
+        if conf["acks"] != -1:
+            raise ConfigError("acks", "must be all when transactional.id is set")
+        conf["enable.idempotence"] = True
     if conf["enable.idempotence"] and conf["acks"] != -1:
         if explicit:
             raise ConfigError("acks", "must be all when enable.idempotence is true")

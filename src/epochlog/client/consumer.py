@@ -45,6 +45,7 @@ from epochlog.client.positions import (
     Target,
     find_divergence,
 )
+from epochlog.client.transactions import GroupMetadata
 from epochlog.client.waiting import settled_within
 from epochlog.protocol.errors import ErrorCode
 from epochlog.seams import Seams, real_seams
@@ -59,6 +60,7 @@ OFFSET_FOR_LEADER_EPOCH_VERSION = 4
 EARLIEST = -2
 LATEST = -1
 CONSUMER_REPLICA_ID = -1
+READ_COMMITTED = 1
 LEADERSHIP_ERRORS = {
     ErrorCode.FENCED_LEADER_EPOCH,
     ErrorCode.NOT_LEADER_OR_FOLLOWER,
@@ -72,7 +74,9 @@ RETRY_LATER = {ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.OFFSET_NOT_AVAILABLE}
 
 R = TypeVar("R", ConsumerRecords, pa.RecordBatch)
 # One partition's fetched record batches with the offset they were fetched from.
-FetchedAt = tuple[TopicPartition, int, bytes]
+# A partition's answer: the offset it was fetched from, its batches, and under
+# read_committed the aborted transactions of the range.
+FetchedAt = tuple[TopicPartition, int, bytes, "list[tuple[int, int]] | None"]
 
 
 def _tp(value: TopicPartition | tuple[str, int]) -> TopicPartition:
@@ -90,6 +94,7 @@ class AsyncConsumer:
         self._clock = self._seams.clock
         c = self.config
         self._policy = ResetPolicy(c["auto.offset.reset"])
+        self._isolation = READ_COMMITTED if c["isolation.level"] == "read_committed" else 0
         self._cluster = Cluster(
             self._seams.network,
             self._clock,
@@ -122,6 +127,17 @@ class AsyncConsumer:
 
     def assignment(self) -> list[TopicPartition]:
         return list(self._positions)
+
+    def consumer_group_metadata(self) -> GroupMetadata:
+        """What a transactional producer sends with this consumer's offsets
+        (``send_offsets_to_transaction``): the group, and the generation and member id
+        while this consumer is a member."""
+        group_id = self.config["group.id"]
+        if group_id is None:
+            raise ConfigError("group.id", "required for consumer_group_metadata")
+        if self._group is None:
+            return GroupMetadata(group_id)
+        return GroupMetadata(group_id, self._group.generation, self._group.member_id)
 
     def seek(
         self, tp: TopicPartition | tuple[str, int], offset: int, leader_epoch: int | None = None
@@ -340,7 +356,7 @@ class AsyncConsumer:
             by_topic.setdefault(tp.topic, []).append(tp)
         request = ListOffsetsRequest(
             replica_id=CONSUMER_REPLICA_ID,
-            isolation_level=0,
+            isolation_level=self._isolation,
             topics=[
                 topic_cls(
                     name=topic,
@@ -406,11 +422,11 @@ class AsyncConsumer:
             self._prefetch = round_  # still out: the next poll takes it
             return []
         out = []
-        for tp, offset, data in got:
+        for tp, offset, data, aborted in got:
             pos = self._positions.get(tp)
             # Positions only move in decoding, but a seek or reset may come first.
             if pos is not None and pos.can_fetch() and pos.offset == offset:
-                out.append((tp, pos, data))
+                out.append((tp, pos, data, aborted))
         return out
 
     def _send_next_fetch(self) -> None:
@@ -454,7 +470,7 @@ class AsyncConsumer:
             max_wait_ms=max_wait_ms,
             min_bytes=self.config["fetch.min.bytes"],
             max_bytes=self.config["fetch.max.bytes"],
-            isolation_level=0,
+            isolation_level=self._isolation,
             session_id=0,
             session_epoch=-1,
             topics=[
@@ -490,7 +506,12 @@ class AsyncConsumer:
                     continue
                 data = await self._fetched(leader, tp, pos, p)
                 if data:
-                    out.append((tp, offsets[tp], data))
+                    aborted = None
+                    if self._isolation == READ_COMMITTED:
+                        aborted = [
+                            (a.producer_id, a.first_offset) for a in p.aborted_transactions or []
+                        ]
+                    out.append((tp, offsets[tp], data, aborted))
         return out
 
     def _last_fetched_epoch(self, tp: TopicPartition) -> int:

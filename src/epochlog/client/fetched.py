@@ -20,8 +20,9 @@ from epochlog.client.arrow_batches import (
 from epochlog.client.errors import TopicPartition
 from epochlog.client.positions import PartitionPosition
 
-# One partition's fetched record batches, with its position (moved by decoding them).
-Fetched = tuple[TopicPartition, PartitionPosition, bytes]
+# One partition's fetched record batches, with its position (moved by decoding them)
+# and, under read_committed, the aborted transactions of the range (else None).
+Fetched = tuple[TopicPartition, PartitionPosition, bytes, "list[tuple[int, int]] | None"]
 
 
 @dataclass(slots=True)
@@ -64,8 +65,8 @@ def records_of(fetched: list[Fetched], check_crc: bool) -> ConsumerRecords:
     partition that gave records."""
     records: list[ConsumerRecord] = []
     next_offsets = {}
-    for tp, pos, data in fetched:
-        got = _decode(tp, pos, data, check_crc)
+    for tp, pos, data, aborted in fetched:
+        got = _decode(tp, pos, data, check_crc, aborted)
         if got:
             records.extend(got)
             if pos.offset is not None:
@@ -74,11 +75,21 @@ def records_of(fetched: list[Fetched], check_crc: bool) -> ConsumerRecords:
 
 
 def _decode(
-    tp: TopicPartition, pos: PartitionPosition, data: bytes, check_crc: bool
+    tp: TopicPartition,
+    pos: PartitionPosition,
+    data: bytes,
+    check_crc: bool,
+    aborted: list[tuple[int, int]] | None,
 ) -> list[ConsumerRecord]:
     assert pos.offset is not None
     records, progress = decode_fetched_records(
-        data, tp.topic, tp.partition, pos.offset, ConsumerRecord, check_crc=check_crc
+        data,
+        tp.topic,
+        tp.partition,
+        pos.offset,
+        ConsumerRecord,
+        check_crc=check_crc,
+        aborted=aborted,
     )
     _advance(pos, progress)
     return records
@@ -100,10 +111,10 @@ def _advance(pos: PartitionPosition, progress: list[Progress]) -> None:
 def arrow_of(fetched: list[Fetched], check_crc: bool) -> pa.RecordBatch:
     """The columnar path: every partition's batches into one RecordBatch."""
     parts = []
-    for tp, pos, data in fetched:
+    for tp, pos, data, aborted in fetched:
         assert pos.offset is not None
         table, progress = decode_fetched(
-            data, tp.topic, tp.partition, pos.offset, check_crc=check_crc
+            data, tp.topic, tp.partition, pos.offset, check_crc=check_crc, aborted=aborted
         )
         _advance(pos, progress)
         if table.num_rows:

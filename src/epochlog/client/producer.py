@@ -22,6 +22,7 @@ from epochlog.client.metadata import Cluster, backoff_seconds
 from epochlog.client.partitioner import Partitioner
 from epochlog.client.produce_batch import RecordMetadata, SendManyResult, _Batch
 from epochlog.client.producer_id import ProducerIds
+from epochlog.client.transactions import TransactionalApi, TransactionManager
 from epochlog.client.waiting import wait_event, with_timeout
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.records import build_batch
@@ -66,7 +67,7 @@ class RecordTooLargeError(DeliveryError):
         )
 
 
-class AsyncProducer:
+class AsyncProducer(TransactionalApi):
     """Kafka's producer on asyncio. ``await send(...)`` enqueues a record and returns a
     future of its RecordMetadata; ``flush()`` waits until all are answered."""
 
@@ -90,6 +91,11 @@ class AsyncProducer:
         self._slots: dict[str, list[tuple[TopicPartition, deque[_Batch]] | None]] = {}
         self._in_flight: set[TopicPartition] = set()
         self._producer_ids = ProducerIds(self._cluster, self._clock, c, RETRIABLE)
+        self._txn = (
+            TransactionManager(self._cluster, self._clock, c, self._producer_ids)
+            if c["transactional.id"] is not None
+            else None
+        )
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -106,7 +112,9 @@ class AsyncProducer:
 
     async def _start(self) -> None:
         if self._sender is None:
-            if self.config["enable.idempotence"]:
+            if self._txn is not None:
+                self._txn.check_send()
+            elif self.config["enable.idempotence"]:
                 await self._producer_ids.init()
             self._sender = asyncio.get_running_loop().create_task(self._run())
 
@@ -130,6 +138,8 @@ class AsyncProducer:
     ) -> asyncio.Future[RecordMetadata]:
         """Enqueue one record; the returned future completes when it is acknowledged.
         Records are enqueued in the order of the calls."""
+        if self._txn is not None:
+            self._txn.check_send()
         if self._sender is not None and not self._enqueue_lock.locked():
             # Started, metadata known, nobody waiting ahead: append without suspending.
             count = self._cluster.cache.partition_count(topic)
@@ -220,6 +230,8 @@ class AsyncProducer:
         ``keys``, ``headers``, ``timestamps`` and a sequence ``partition`` are per record
         (same length as ``values``); an int ``partition`` applies to all. A record over
         ``max.request.size`` raises RecordTooLargeError before anything is enqueued."""
+        if self._txn is not None:
+            self._txn.check_send()
         n = len(values)
         for name, seq in (("keys", keys), ("headers", headers), ("timestamps", timestamps)):
             if seq is not None and len(seq) != n:
@@ -440,6 +452,8 @@ class AsyncProducer:
             now = self._clock.monotonic()
             self._expire(now)
             by_leader, next_at = self._ready(now)
+            if self._txn is not None and by_leader:
+                by_leader = await self._added_to_transaction(by_leader)
             for leader, batches in by_leader.items():
                 for b in batches:
                     self._in_flight.add(b.tp)
@@ -471,6 +485,7 @@ class AsyncProducer:
                 producer_id=pid,
                 producer_epoch=epoch,
                 base_sequence=batch.base_sequence,
+                is_transactional=self._txn is not None,
             )
             if batch.records[0][0] is None:
                 self._partitioner.batch_sent(batch.tp.topic, batch.tp.partition)
@@ -482,7 +497,7 @@ class AsyncProducer:
         for b in batches:
             by_topic.setdefault(b.tp.topic, []).append(b)
         request = ProduceRequest(
-            transactional_id=None,
+            transactional_id=None if self._txn is None else self._txn.transactional_id,
             acks=acks,
             timeout_ms=self.config["request.timeout.ms"],
             topic_data=[
@@ -537,7 +552,7 @@ class AsyncProducer:
                     if code in METADATA_ERRORS:
                         self._refresh_needed = True
                     self._retry_or_fail(b, (p.error_message if p else None) or code.name, code)
-                elif code in SEQUENCE_ERRORS and b.producer[0] >= 0:
+                elif code in SEQUENCE_ERRORS and b.producer[0] >= 0 and self._txn is None:
                     # Refused, so not written: send it again under a new producer id.
                     reason = p.error_message or code.name
                     self._producer_ids.need_new(b, reason)  # the sender is woken below
@@ -552,6 +567,11 @@ class AsyncProducer:
         sequence, the sequences after it would never be accepted: renew the id."""
         self._queues[batch.tp].popleft()
         batch.fail(error)
+        if self._txn is not None:
+            # Inside a transaction a lost record means the transaction must be aborted
+            # (the abort starts a new epoch, so no sequence gap remains).
+            self._txn.abortable(str(error), error.code)
+            return
         sealed = batch.payload is not None and batch.base_sequence >= 0
         if sealed and self._producer_ids.need_new(batch, f"a batch failed ({error})"):
             self._wake.set()

@@ -114,6 +114,13 @@ class ProducerIds:
             reason,
         )
 
+    def reset(self, producer: tuple[int, int]) -> None:
+        """A producer id and epoch from elsewhere (a transactional InitProducerId);
+        every sequence starts again at 0."""
+        self.producer = producer
+        self.renewal = None
+        self._sequences.clear()
+
     def need_new(self, batch: _Batch, reason: str) -> bool:
         """Ask for a new producer id because of ``batch``; True if one is needed now.
         Only a batch of the current producer id asks: one renewal per incident."""

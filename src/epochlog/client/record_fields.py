@@ -20,6 +20,7 @@ import numpy as np
 
 from epochlog.protocol import batch as _batch
 from epochlog.protocol.compression import decompress
+from epochlog.protocol.control import read_marker
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.protocol.records import _ZZ, decode_varint
 
@@ -46,23 +47,39 @@ class WalkedBatch(NamedTuple):
     base_timestamp: int
     max_timestamp: int
     threshold: int
+    # Part of an aborted transaction (read_committed): walked past, never handed out.
+    aborted: bool = False
 
     @property
     def is_control(self) -> bool:
         return bool(self.attributes & _batch.CONTROL_BIT)
 
+    @property
+    def has_no_rows(self) -> bool:
+        """A marker or an aborted transaction's batch: the position moves past it."""
+        return self.aborted or bool(self.attributes & _batch.CONTROL_BIT)
+
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 
 
-def walk_batches(data: Buffer, fetch_offset: int) -> list[WalkedBatch]:
+def walk_batches(
+    data: Buffer, fetch_offset: int, aborted: list[tuple[int, int]] | None = None
+) -> list[WalkedBatch]:
     """The whole batches of a fetch answer that reach past the position, in order.
 
     A batch that ends at or below the position so far is skipped; records of a batch
     below it are dropped (a fetch from the middle of a batch returns all of it); a
     partial batch at the end of the answer is left for the next fetch. Both the
     record path and the Arrow path hand out exactly these.
+
+    ``aborted``: the fetch answer's aborted transactions (producer id, first offset),
+    read_committed. Kafka's rule: a transaction becomes aborted for its producer at its
+    first offset; that producer's transactional batches are dropped until its ABORT
+    marker.
     """
+    pending = sorted(aborted or (), key=lambda a: a[1])
+    active: set[int] = set()
     out = []
     append = out.append
     position = fetch_offset
@@ -71,7 +88,9 @@ def walk_batches(data: Buffer, fetch_offset: int) -> list[WalkedBatch]:
     unpack = _HEADER.unpack_from
     smallest = _batch.HEADER_SIZE - _batch.LOG_OVERHEAD
     while at + _batch.HEADER_SIZE <= total:
-        base, length, epoch, magic, crc, attrs, delta, ts, max_ts, _, _, _, count = unpack(data, at)
+        base, length, epoch, magic, crc, attrs, delta, ts, max_ts, pid, _, _, count = unpack(
+            data, at
+        )
         if magic != 2:
             raise KafkaError(
                 ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, f"record batch magic {magic}, not 2"
@@ -82,6 +101,14 @@ def walk_batches(data: Buffer, fetch_offset: int) -> list[WalkedBatch]:
         if end > total:
             break
         next_offset = base + delta + 1
+        dropped = False
+        if pending or active:
+            while pending and pending[0][1] <= base + delta:
+                active.add(pending.pop(0)[0])
+            if pid in active and attrs & _batch.TRANSACTIONAL_BIT:
+                dropped = True
+                if attrs & _batch.CONTROL_BIT and not read_marker(data[at:end])[0]:
+                    active.discard(pid)
         if next_offset > position:
             append(
                 WalkedBatch(
@@ -97,6 +124,7 @@ def walk_batches(data: Buffer, fetch_offset: int) -> list[WalkedBatch]:
                     ts,
                     max_ts,
                     position,
+                    dropped,
                 )
             )
             position = next_offset
@@ -118,7 +146,7 @@ def decode_walked(data: bytes, walked: list[WalkedBatch], check_crc: bool) -> Fi
         if check_crc and crc32(view[w.at + attributes_at : w.end]) != w.crc:
             raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "record batch CRC32C mismatch")
         attrs = w.attributes
-        if attrs & _batch.CONTROL_BIT:
+        if w.has_no_rows:
             continue
         start = w.at + _batch.HEADER_SIZE
         codec = attrs & _batch.COMPRESSION_MASK

@@ -20,6 +20,7 @@ from epochlog.client.consumer import AsyncConsumer, ConsumerRecords, OffsetAndEp
 from epochlog.client.errors import TopicPartition
 from epochlog.client.lookup import OffsetAndTimestamp
 from epochlog.client.producer import AsyncProducer, Headers, RecordMetadata, SendManyResult
+from epochlog.client.transactions import GroupMetadata, PreparedTransaction
 from epochlog.seams import Seams
 
 T = TypeVar("T")
@@ -197,6 +198,46 @@ class Producer(_SyncClient):
         finally:
             super().close()
 
+    # -- transactions (AsyncProducer's, after the records handed over before the call) --
+
+    def _after_handoff(self, call: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        async def run() -> T:
+            if self._drain_task is not None:
+                await asyncio.shield(self._drain_task)
+            return await call()
+
+        return self._thread.run(run())
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        self._thread.run(self._producer.init_transactions(timeout))
+
+    def begin_transaction(self) -> None:
+        self._after_handoff(self._producer.begin_transaction)
+
+    def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, Any],
+        group_metadata: GroupMetadata,
+        timeout: float | None = None,
+    ) -> None:
+        self._after_handoff(
+            lambda: self._producer.send_offsets_to_transaction(offsets, group_metadata, timeout)
+        )
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        self._after_handoff(lambda: self._producer.commit_transaction(timeout))
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        self._after_handoff(lambda: self._producer.abort_transaction(timeout))
+
+    def prepare_transaction(self, timeout: float | None = None) -> PreparedTransaction:
+        return self._after_handoff(lambda: self._producer.prepare_transaction(timeout))
+
+    def complete_transaction(
+        self, prepared: PreparedTransaction, commit: bool, timeout: float | None = None
+    ) -> None:
+        self._thread.run(self._producer.complete_transaction(prepared, commit, timeout))
+
 
 @dataclass(slots=True)
 class _BatchHandoff:
@@ -276,6 +317,9 @@ class Consumer(_SyncClient):
     def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
         wanted = list(partitions)
         self._thread.run(_call(lambda: self._consumer.assign(wanted)))
+
+    def consumer_group_metadata(self) -> GroupMetadata:
+        return self._thread.run(_call(self._consumer.consumer_group_metadata))
 
     def seek(
         self, tp: TopicPartition | tuple[str, int], offset: int, leader_epoch: int | None = None

@@ -144,12 +144,16 @@ def init_producer_id(
         return _refuse(ErrorCode.CONCURRENT_TRANSACTIONS)
     if meta.state == TxnState.ONGOING:
         # Fence the old holder and abort what it left open; the caller is told to retry.
+        # The epoch it held becomes the previous one: its retry (KIP-360) once the
+        # abort is done is answered with the new epoch.
         return Decision(
             ErrorCode.CONCURRENT_TRANSACTIONS,
             meta.with_(
                 producer_epoch=meta.producer_epoch + 1,
                 state=TxnState.PREPARE_ABORT,
                 last_update_ms=now_ms,
+                last_producer_id=meta.producer_id,
+                last_producer_epoch=meta.producer_epoch,
             ),
         )
     if meta.state == TxnState.DEAD:
