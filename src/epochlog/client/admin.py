@@ -246,11 +246,13 @@ class AsyncAdmin(GroupAdmin):
         partition: int,
         timestamp: int,
         replica_id: int = CONSUMER_REPLICA_ID,
+        isolation_level: int = 0,
     ) -> tuple[int, int]:
-        """(offset, leader_epoch) that ``broker_id`` answers for ``timestamp``."""
+        """(offset, leader_epoch) that ``broker_id`` answers for ``timestamp``; latest
+        is the last stable offset with ``isolation_level`` 1 (read_committed)."""
         request = ListOffsetsRequest(
             replica_id=replica_id,
-            isolation_level=0,
+            isolation_level=isolation_level,
             topics=[
                 ListOffsetsRequest.ListOffsetsTopic(
                     name=topic,

@@ -23,6 +23,8 @@ from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.seams import real_seams
 from epochlog.spark.options import EARLIEST, LATEST, SourceOptions
 
+READ_COMMITTED = 1
+
 log = logging.getLogger("epochlog.spark")
 
 T = TypeVar("T")
@@ -181,9 +183,14 @@ class LeaderView:
             snap = ClusterSnapshot()
             order = sorted(selected.items())
             # All questions at once: the connections pipeline them.
+            # Under read_committed the end is the last stable offset: what a reader
+            # can read to without waiting for an open transaction.
+            isolation = READ_COMMITTED if self._options.read_committed else 0
             bounds = await asyncio.gather(
                 *(
-                    admin.list_offset(leader, tp.topic, tp.partition, spec)
+                    admin.list_offset(
+                        leader, tp.topic, tp.partition, spec, isolation_level=isolation
+                    )
                     for tp, (_, leader, _) in order
                     for spec in (EARLIEST, LATEST)
                 )

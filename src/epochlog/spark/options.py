@@ -22,7 +22,14 @@ POLICIES = ("fail", "earliest", "latest", "closest")
 CLIENT_PREFIX = "kafka."
 # Large fetches: a task reads one range as fast as it can (measured: 3x the client's
 # 1 MiB defaults). ``kafka.*`` options override them.
-READ_DEFAULTS = {"max.partition.fetch.bytes": 16 << 20, "fetch.max.bytes": 64 << 20}
+READ_DEFAULTS = {
+    "max.partition.fetch.bytes": 16 << 20,
+    "fetch.max.bytes": 64 << 20,
+    # Spark's Kafka source reads read_uncommitted unless told otherwise; this source
+    # reads only committed transactions unless told otherwise (kafka.isolation.level),
+    # so that what the exactly-once sink aborted is never read.
+    "isolation.level": "read_committed",
+}
 
 
 class SourceOptionError(ValueError):
@@ -68,6 +75,10 @@ class SourceOptions:
             "client.id": "epochlog-spark",
             **overrides,
         }
+
+    @property
+    def read_committed(self) -> bool:
+        return self.consumer_config()["isolation.level"] == "read_committed"
 
     def wants(self, topic: str) -> bool:
         """Is ``topic`` read by this source (pattern subscriptions)?"""

@@ -79,9 +79,13 @@ def worker_python(python: str = sys.executable) -> str:
 
 
 def local_session(
-    app_name: str, log_level: str = "WARN", conf: Mapping[str, str] | None = None
+    app_name: str,
+    log_level: str = "WARN",
+    conf: Mapping[str, str] | None = None,
+    master: str = "local[2]",
 ) -> Any:
-    """``local[2]`` with the UI off, on loopback, few shuffle partitions. Python
+    """``local[2]`` (or ``master``, e.g. ``local[2,2]`` to retry a failed task once)
+    with the UI off, on loopback, few shuffle partitions. Python
     workers run this interpreter (through ``worker_python()``) so they import epochlog
     and pyspark_epochlog: the executors' (``PYSPARK_PYTHON``) and the driver's, which
     answer the source's offset calls (``PYSPARK_DRIVER_PYTHON``). Values already set
@@ -92,7 +96,7 @@ def local_session(
     from pyspark.sql import SparkSession
 
     builder = (
-        SparkSession.builder.master("local[2]")
+        SparkSession.builder.master(master)
         .appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")

@@ -1,12 +1,16 @@
 """The epochlog sinks: ``df.write.format("epochlog")`` and
 ``df.writeStream.format("epochlog")``.
 
-Delivery is AT-LEAST-ONCE, like Spark's own Kafka sink: every write task has its own
-idempotent producer (no duplicates from the producer's own retries) and flushes before
-the task reports success, so a committed batch is in the log; but a task or batch that
-Spark retries (a failed task, a driver restarted from its checkpoint before the batch
-was committed) writes its rows again. Readers that need exactly-once deduplicate, e.g.
-by a key that identifies the row.
+By default delivery is AT-LEAST-ONCE, like Spark's own Kafka sink: every write task has
+its own idempotent producer (no duplicates from the producer's own retries) and flushes
+before the task reports success, so a committed batch is in the log; but a task or batch
+that Spark retries (a failed task, a driver restarted from its checkpoint before the
+batch was committed) writes its rows again. With ``deliveryGuarantee=exactly-once``
+each task writes in a Kafka transaction that the driver commits with the micro-batch
+(spark/sink_transactions.py): read_committed readers see each row exactly once, across
+task retries, killed executors and restarted queries. ``transactionalIdPrefix`` names
+the transactional ids (default: the streaming query's id; for a batch write, a new one
+per write).
 
 Columns, named as Spark's Kafka sink names them: ``value`` (required, binary or string),
 ``key`` (optional, binary or string), ``topic`` (string; the ``topic`` option, when
@@ -43,7 +47,17 @@ from pyspark.sql.types import (
 
 from epochlog.client.config import producer_config
 from epochlog.client.errors import ConfigError
+from epochlog.client.transactions import PreparedTransaction
 from epochlog.spark.sink_producer import Run, TaskProducer
+from epochlog.spark.sink_transactions import (
+    AT_LEAST_ONCE,
+    EXACTLY_ONCE,
+    GUARANTEES,
+    complete_prepared,
+    new_prefix,
+    query_prefix,
+    write_transactional_task,
+)
 
 log = logging.getLogger("epochlog.spark.sink")
 
@@ -61,6 +75,12 @@ class SinkOptions:
     bootstrap_servers: str
     topic: str | None = None
     producer_settings: dict[str, str] = field(default_factory=dict)
+    delivery_guarantee: str = AT_LEAST_ONCE
+    transactional_id_prefix: str | None = None
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.delivery_guarantee == EXACTLY_ONCE
 
     def producer_config(self) -> dict[str, object]:
         return {
@@ -84,7 +104,19 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     topic = lowered.get("topic")
     if topic is not None and not topic.strip():
         raise SinkError("epochlog sink option topic: empty")
-    result = SinkOptions(str(servers), topic, settings)
+    guarantee = str(lowered.get("deliveryguarantee", AT_LEAST_ONCE)).strip().lower()
+    if guarantee not in GUARANTEES:
+        raise SinkError(
+            f"epochlog sink option deliveryGuarantee: {guarantee!r} is not one of "
+            f"{', '.join(GUARANTEES)}"
+        )
+    prefix = lowered.get("transactionalidprefix")
+    if "transactional.id" in settings:
+        raise SinkError(
+            "epochlog sink option kafka.transactional.id: each task has its own; "
+            "use transactionalIdPrefix with deliveryGuarantee=exactly-once"
+        )
+    result = SinkOptions(str(servers), topic, settings, guarantee, prefix)
     try:
         producer_config(result.producer_config())
     except ConfigError as exc:
@@ -227,10 +259,24 @@ class SinkCommitMessage(WriterCommitMessage):
 
     records: int
     batch_id: int | None = None
+    # exactly-once: the task's transaction, for the driver to commit or abort.
+    prepared: PreparedTransaction | None = None
 
 
-def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
-    """The body of one write task: produce every row, flush, then report success."""
+def write_task(
+    options: SinkOptions,
+    batches: Iterator[pa.RecordBatch],
+    prefix: str | None = None,
+    batch_id: int | None = None,
+) -> SinkCommitMessage:
+    """The body of one write task: produce every row, flush, then report success (in a
+    prepared transaction with ``deliveryGuarantee=exactly-once``)."""
+    if options.exactly_once:
+        assert prefix is not None
+        written, prepared = write_transactional_task(
+            options, batches, prefix, batch_id, lambda b, first: batch_runs(b, options, first)
+        )
+        return SinkCommitMessage(written, batch_id, prepared)
     producer = TaskProducer(options.producer_config())
     try:
         written = 0
@@ -263,19 +309,30 @@ def _total(messages: list[Any]) -> int:
     return sum(m.records for m in messages if isinstance(m, SinkCommitMessage))
 
 
+def _prepared(messages: list[Any]) -> list[PreparedTransaction]:
+    return [m.prepared for m in messages if isinstance(m, SinkCommitMessage) and m.prepared]
+
+
 class EpochlogBatchWriter(DataSourceArrowWriter):
     """``df.write.format("epochlog")``: append only (a log cannot be overwritten)."""
 
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
+        # One prefix per write job, chosen on the driver and shipped to the tasks.
+        self.prefix = options.transactional_id_prefix or new_prefix()
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
-        return write_task(self.options, iterator)
+        return write_task(self.options, iterator, self.prefix)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        complete_prepared(self.options.producer_config(), _prepared(list(messages)), True)
         log.info("epochlog sink: %d records written", _total(list(messages)))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        if self.options.exactly_once:
+            complete_prepared(self.options.producer_config(), _prepared(list(messages)), False)
+            log.warning("epochlog sink: write aborted; its transactions were aborted")
+            return
         # Nothing to undo: what succeeded tasks wrote stays in the log (at-least-once).
         log.warning(
             "epochlog sink: write aborted; %d records of succeeded tasks remain in the log",
@@ -285,20 +342,28 @@ class EpochlogBatchWriter(DataSourceArrowWriter):
 
 class EpochlogStreamWriter(DataSourceStreamArrowWriter):
     """``df.writeStream.format("epochlog")``: each micro-batch's tasks flush before
-    they succeed; a replayed batch is written again (at-least-once)."""
+    they succeed; a replayed batch is written again (at-least-once), or, exactly-once,
+    recognised and skipped, its tasks' transactions committed with the batch."""
 
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
-        message = write_task(self.options, iterator)
-        message.batch_id = _streaming_batch_id()
+        batch_id = _streaming_batch_id()
+        prefix = self.options.transactional_id_prefix or query_prefix()
+        message = write_task(self.options, iterator, prefix, batch_id)
+        message.batch_id = batch_id
         return message
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        complete_prepared(self.options.producer_config(), _prepared(list(messages)), True)
         log.info("epochlog sink: batch %d: %d records written", batchId, _total(list(messages)))
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        if self.options.exactly_once:
+            complete_prepared(self.options.producer_config(), _prepared(list(messages)), False)
+            log.warning("epochlog sink: batch %d aborted; its transactions were aborted", batchId)
+            return
         log.warning(
             "epochlog sink: batch %d aborted; %d records of succeeded tasks remain in the log",
             batchId,
