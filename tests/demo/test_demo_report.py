@@ -53,7 +53,7 @@ def test_ranges_are_runs_of_offsets() -> None:
     assert _ranges([]) == "none"
 
 
-def _outcome(written: list[str]) -> Outcome:
+def _outcome(written: list[str], sink_ids: list[str] | None = None) -> Outcome:
     """Partition 0: offsets 0..2 survive (a, b, c), 3..4 were lost (x, y) and replaced by
     (d, e) from the new leader; x and y are in quarantine."""
     quarantine = Quarantined(
@@ -78,6 +78,8 @@ def _outcome(written: list[str]) -> Outcome:
         offsets=[(3, {"events": [TRUNCATION]})],
         query_error=None,
         batches=len(written),
+        sink_ids=list(written) if sink_ids is None else sink_ids,
+        sink_restarts=1,
     )
 
 
@@ -89,6 +91,7 @@ def test_every_check_passes_when_each_surviving_event_is_written_once() -> None:
         ("truncation range reported", True),
         ("exactly-once", True),
         ("read-then-lost events are in quarantine", True),
+        ("exactly-once sink", True),
         ("aggregates match the events", True),
     ]
 
@@ -104,3 +107,11 @@ def test_a_truncation_the_source_did_not_report_fails_the_range_check() -> None:
     outcome.offsets = []
     checks = {c.name: c.passed for c in judge(outcome)}
     assert checks["truncation range reported"] is False
+
+
+def test_a_duplicate_or_a_missing_event_in_the_sink_topic_fails_its_check() -> None:
+    written = ["a", "b", "c", "x", "y", "d", "e"]
+    for sink_ids in (written + ["d"], ["a", "b", "c", "d"]):
+        checks = {c.name: c.passed for c in judge(_outcome(written, sink_ids))}
+        assert checks["exactly-once sink"] is False, sink_ids
+        assert checks["exactly-once"] is True

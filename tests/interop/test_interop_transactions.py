@@ -5,6 +5,7 @@ consumers of both."""
 
 from __future__ import annotations
 
+import subprocess
 import time
 
 import confluent_kafka as ck
@@ -12,7 +13,7 @@ import kafka
 import pytest
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
-from support.broker import BrokerProcess
+from support.broker import BrokerProcess, epochlog_command
 from support.clients import create_topic
 
 pytestmark = pytest.mark.interop
@@ -189,3 +190,34 @@ def test_second_holder_of_a_transactional_id_fences_the_first(
     assert failure.value.args[0].fatal(), failure.value.args[0]
     assert ck_read(bootstrap, topic, "read_committed") == [b"successor"]
     assert kp_read(bootstrap, topic, "read_committed") == [b"successor"]
+
+
+def test_epochlog_transactions_cli_lists_and_describes_an_open_transaction(
+    module_broker: BrokerProcess,
+) -> None:
+    bootstrap = module_broker.bootstrap
+    topic = "txn-cli"
+    create_topic(bootstrap, topic)
+    producer = ck_transactional(bootstrap, "ck-cli")
+    producer.begin_transaction()
+    producer.produce(topic, value=b"open")
+    producer.flush(30)
+
+    def cli(*args: str) -> str:
+        done = subprocess.run(
+            [*epochlog_command(), "transactions", *args, "--bootstrap-server", bootstrap],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    listed = cli("list")
+    assert any(line.split()[:1] == ["ck-cli"] and "Ongoing" in line for line in listed.splitlines())
+    described = cli("describe", "ck-cli")
+    assert "Ongoing" in described and f"{topic}-0" in described
+    producers = cli("describe-producers", "--topic", topic, "--partition", "0")
+    assert producers.splitlines()[1].split()[-1] == "0"  # its transaction starts at offset 0
+    producer.commit_transaction(60)
+    assert "CompleteCommit" in cli("describe", "ck-cli")

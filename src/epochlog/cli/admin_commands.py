@@ -153,3 +153,47 @@ def format_status(status: dict[str, Any], as_json: bool) -> str:
             f" hw={p.get('high_watermark', '-')} logs {logs}"
         )
     return "\n".join(lines)
+
+
+async def transactions_list(bootstrap: str) -> str:
+    admin = _admin(bootstrap)
+    try:
+        found = await admin.list_transactions()
+    finally:
+        await admin.close()
+    lines = [f"{'TransactionalId':40} {'ProducerId':>10} {'State':15} Coordinator"]
+    lines += [
+        f"{t.transactional_id:40} {t.producer_id:>10} {t.state:15} {t.coordinator}" for t in found
+    ]
+    return "\n".join(lines)
+
+
+async def transactions_describe(bootstrap: str, transactional_id: str) -> str:
+    admin = _admin(bootstrap)
+    try:
+        t = await admin.describe_transaction(transactional_id)
+    finally:
+        await admin.close()
+    partitions = ",".join(f"{topic}-{p}" for topic, p in t.partitions) or "-"
+    return (
+        f"transactional id {t.transactional_id}: {t.state}, producer {t.producer_id}"
+        f" epoch {t.producer_epoch}, timeout {t.timeout_ms} ms, started {t.start_time_ms},"
+        f" coordinator {t.coordinator}, partitions {partitions}"
+    )
+
+
+async def transactions_describe_producers(bootstrap: str, topic: str, partition: int) -> str:
+    admin = _admin(bootstrap)
+    try:
+        producers = await admin.describe_producers(topic, partition)
+    finally:
+        await admin.close()
+    lines = [
+        f"{'ProducerId':>10} {'Epoch':>6} {'LastSequence':>12} {'CoordinatorEpoch':>16} TxnStart"
+    ]
+    lines += [
+        f"{p.producer_id:>10} {p.producer_epoch:>6} {p.last_sequence:>12}"
+        f" {p.coordinator_epoch:>16} {p.current_txn_start_offset}"
+        for p in producers
+    ]
+    return "\n".join(lines)

@@ -144,6 +144,25 @@ def _cmd_quarantine(args: argparse.Namespace) -> int:
     )
 
 
+def _cmd_transactions(args: argparse.Namespace) -> int:
+    bootstrap = args.bootstrap_server
+    if args.action == "list":
+        return _run(lambda: admin_commands.transactions_list(bootstrap))
+    if args.action == "describe":
+        if not args.transactional_id:
+            print("epochlog: transactions describe needs a transactional id", file=sys.stderr)
+            return 2
+        return _run(lambda: admin_commands.transactions_describe(bootstrap, args.transactional_id))
+    if not args.topic:
+        print("epochlog: transactions describe-producers needs --topic", file=sys.stderr)
+        return 2
+    return _run(
+        lambda: admin_commands.transactions_describe_producers(
+            bootstrap, args.topic, args.partition
+        )
+    )
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from epochlog.demo import run_from_args
 
@@ -204,6 +223,14 @@ def build_parser() -> argparse.ArgumentParser:
     kept.add_argument("--topic")
     kept.add_argument("--partition", type=int, default=0)
     kept.set_defaults(func=_cmd_quarantine)
+
+    txn = sub.add_parser("transactions", help="list and describe transactions and producers")
+    txn.add_argument("action", choices=["list", "describe", "describe-producers"])
+    txn.add_argument("transactional_id", nargs="?")
+    txn.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP)
+    txn.add_argument("--topic")
+    txn.add_argument("--partition", type=int, default=0)
+    txn.set_defaults(func=_cmd_transactions)
 
     demo = sub.add_parser("demo", help="the main job end to end, with an unclean election")
     add_demo_arguments(demo)

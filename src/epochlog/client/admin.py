@@ -21,6 +21,7 @@ from kafka.protocol.consumer import ListOffsetsRequest
 from kafka.protocol.metadata import MetadataRequest
 
 from epochlog.client.admin_groups import GroupAdmin
+from epochlog.client.admin_transactions import TransactionAdmin
 from epochlog.client.config import COMMON, parse_config
 from epochlog.client.connection import BrokerConnection
 from epochlog.client.errors import TopicPartition
@@ -78,7 +79,7 @@ def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
     return out
 
 
-class AsyncAdmin(GroupAdmin):
+class AsyncAdmin(GroupAdmin, TransactionAdmin):
     """``AsyncAdmin({"bootstrap.servers": ...}, seams)`` or, as the tools do,
     ``AsyncAdmin(network, "host:port")``."""
 

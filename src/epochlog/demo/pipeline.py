@@ -1,5 +1,6 @@
-"""The demo's PySpark pipeline: events from epochlog -> per-user counts and sums per
-micro-batch -> parquet, with a checkpoint.
+"""The demo's PySpark pipelines: events from epochlog -> per-user counts and sums per
+micro-batch -> parquet, with a checkpoint; and the same events, as read, into an
+epochlog topic through the exactly-once sink (``start_sink_pipeline``).
 
 Each micro-batch is written by ``foreachBatch`` into directories named after its batch
 id, replacing whatever an earlier attempt of the same batch left there. The source
@@ -133,6 +134,62 @@ def start_pipeline(
         .trigger(processingTime=f"{trigger_s} seconds")
         .start()
     )
+
+
+def start_sink_pipeline(
+    spark: Any,
+    bootstrap: str,
+    topic: str,
+    out_topic: str,
+    checkpoint: str,
+    on_truncation: str,
+    trigger_s: float = 1.0,
+) -> Any:
+    """Every event the source reads, unchanged, into ``out_topic`` through the
+    exactly-once sink: a restarted query (same checkpoint) or a retried task leaves no
+    event twice for read_committed readers."""
+    return (
+        spark.readStream.format("epochlog")
+        .option("bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("onTruncation", on_truncation)
+        .load()
+        .select("key", "value")
+        .writeStream.queryName("epochlog_demo_exactly_once")
+        .format("epochlog")
+        .option("bootstrap.servers", bootstrap)
+        .option("topic", out_topic)
+        .option("deliveryGuarantee", "exactly-once")
+        .option("checkpointLocation", checkpoint)
+        .trigger(processingTime=f"{trigger_s} seconds")
+        .start()
+    )
+
+
+class RestartableQuery:
+    """A streaming query the demo stops and starts again from its checkpoint (what a
+    crashed or redeployed job does), counting the restarts."""
+
+    def __init__(self, start: Any) -> None:
+        self._start = start
+        self.query = start()
+        self.restarts = 0
+
+    def restart(self) -> None:
+        if self.query.isActive:
+            self.query.stop()
+        self.query = self._start()
+        self.restarts += 1
+
+    def revive(self) -> None:
+        """Start it again if it died (a task failed while brokers were down)."""
+        if not self.query.isActive:
+            self.restart()
+
+    def stop(self) -> None:
+        if self.query.isActive:
+            self.query.stop()
 
 
 def end_offsets(query: Any) -> list[dict[str, Any]]:

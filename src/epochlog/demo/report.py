@@ -29,6 +29,10 @@ class Outcome:
     offsets: list[tuple[int, Any]]
     query_error: str | None
     batches: int
+    # The exactly-once sink's output topic, read with read_committed, and how often its
+    # query was restarted from its checkpoint.
+    sink_ids: list[str]
+    sink_restarts: int
 
 
 def source_reports(offsets: list[tuple[int, Any]]) -> list[tuple[int, dict[str, Any]]]:
@@ -206,6 +210,27 @@ def judge(o: Outcome) -> list[Check]:
             not not_kept,
             f"{len(read_then_lost)} events written before the truncation and lost since;"
             f" {len(not_kept)} not found in quarantine",
+        )
+    )
+    sink_dups = duplicates(o.sink_ids)
+    sink_missing = sorted(surviving_ids - set(o.sink_ids))
+    sink_ok = not sink_dups and (o.on_truncation == "fail" or not sink_missing)
+    print_block(
+        "the exactly-once sink",
+        [
+            f"the same events into a topic through deliveryGuarantee=exactly-once; the query"
+            f" was restarted from its checkpoint {o.sink_restarts} times",
+            f"{len(o.sink_ids)} events read back with read_committed, {len(sink_dups)} of them"
+            f" more than once; {len(sink_missing)} surviving events not there",
+        ],
+    )
+    checks.append(
+        Check(
+            "exactly-once sink",
+            sink_ok,
+            f"{len(set(o.sink_ids))} events, each once, across {o.sink_restarts} query restarts"
+            if sink_ok
+            else f"duplicates={len(sink_dups)} missing={len(sink_missing)}",
         )
     )
     checks.append(

@@ -12,11 +12,19 @@ from typing import Any
 from epochlog.demo import verify
 from epochlog.demo.cluster_control import DemoCluster, DemoError, wait_for
 from epochlog.demo.events import EventStream
-from epochlog.demo.pipeline import PipelineStats, spark_session, start_pipeline
+from epochlog.demo.pipeline import (
+    PipelineStats,
+    RestartableQuery,
+    spark_session,
+    start_pipeline,
+    start_sink_pipeline,
+)
 from epochlog.demo.progress import Progress, print_block
 from epochlog.demo.report import Outcome, judge
 
 TOPIC = "events"
+# Where the exactly-once sink writes the events the source reads.
+SINK_TOPIC = "events-exactly-once"
 # Hang guards: generous bounds on things that take seconds; never a judgement of speed.
 CATCH_UP_BOUND_S = 300.0
 # Spark's first micro-batch also starts its Python workers: slow on a loaded machine.
@@ -94,6 +102,7 @@ def run(settings: Settings) -> int:
     stats = PipelineStats()
     stream: EventStream | None = None
     query: Any = None
+    sink: RestartableQuery | None = None
     spark: Any = None
 
     def counts() -> str:
@@ -128,6 +137,7 @@ def run(settings: Settings) -> int:
             f"bootstrap.servers={cluster.bootstrap}; topic {TOPIC}: {settings.partitions}"
             f" partitions, replicas {assignment}, unclean.leader.election.enable=true"
         )
+        cluster.create_topic(SINK_TOPIC, assignment, {"min.insync.replicas": "1"})
         old_epochs = {p.partition: p.leader_epoch for p in cluster.partitions(TOPIC)}
 
         stream = EventStream(cluster.bootstrap, TOPIC, settings.rate, run_id)
@@ -142,12 +152,32 @@ def run(settings: Settings) -> int:
             stats,
             settings.trigger_s,
         )
-        progress.phase("streaming", f"events -> per-user counts and sums -> parquet in {output}")
+        bootstrap = cluster.bootstrap
+
+        def sink_query() -> Any:
+            return start_sink_pipeline(
+                spark,
+                bootstrap,
+                TOPIC,
+                SINK_TOPIC,
+                os.path.join(data_dir, "sink-checkpoint"),
+                settings.on_truncation,
+                settings.trigger_s,
+            )
+
+        sink = RestartableQuery(sink_query)
+        progress.phase(
+            "streaming",
+            f"events -> per-user counts and sums -> parquet in {output};"
+            f" events -> topic {SINK_TOPIC} (exactly-once sink)",
+        )
         wait_for(
             lambda: _running(query) or stats.snapshot()[1] > 0,
             FIRST_BATCH_BOUND_S,
             "the first rows written",
         )
+        progress.say("restarting the exactly-once sink's query from its checkpoint")
+        sink.restart()
         time.sleep(settings.steady_s)
 
         progress.phase(
@@ -207,6 +237,24 @@ def run(settings: Settings) -> int:
             lambda: _caught_up(cluster, stats, query), CATCH_UP_BOUND_S, "the pipeline to catch up"
         )
         query_error = _stop_query(query)
+        if settings.on_truncation != "fail":
+            source_ids = set(
+                verify.committed_event_ids(cluster.bootstrap, TOPIC, settings.partitions)
+            )
+            wait_for(
+                lambda: (
+                    sink.revive()
+                    or source_ids
+                    <= set(
+                        verify.committed_event_ids(
+                            cluster.bootstrap, SINK_TOPIC, settings.partitions
+                        )
+                    )
+                ),
+                CATCH_UP_BOUND_S,
+                "the exactly-once sink to catch up",
+            )
+        sink.stop()
         progress.stop()
 
         progress.phase("checking", "a fresh batch read of the topic, the output, the quarantine")
@@ -226,6 +274,8 @@ def run(settings: Settings) -> int:
             offsets=verify.checkpoint_offsets(checkpoint),
             query_error=query_error,
             batches=stats.snapshot()[0],
+            sink_ids=verify.committed_event_ids(cluster.bootstrap, SINK_TOPIC, settings.partitions),
+            sink_restarts=sink.restarts,
         )
         checks = judge(outcome)
     except DemoError as exc:
@@ -238,6 +288,8 @@ def run(settings: Settings) -> int:
             stream.stop(10)
         if query is not None and query.isActive:
             _stop_query(query)
+        if sink is not None:
+            sink.stop()
         if spark is not None:
             spark.stop()
         cluster.stop(settings.clean_stop)

@@ -80,6 +80,34 @@ def topic_events(spark: Any, bootstrap: str, topic: str) -> list[tuple[str, int,
     ]
 
 
+def committed_event_ids(bootstrap: str, topic: str, partitions: int) -> list[str]:
+    """The ids of every event a read_committed reader of ``topic`` gets."""
+    from epochlog.client import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+        }
+    )
+    ids: list[str] = []
+    try:
+        consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+        idle = 0
+        while idle < 3:
+            records = consumer.poll(0.5)
+            for r in records:
+                try:
+                    ids.append(json.loads(r.value or b"")["id"])
+                except (ValueError, KeyError, TypeError):
+                    continue
+            idle = 0 if records else idle + 1
+    finally:
+        consumer.close()
+    return ids
+
+
 def output_events(spark: Any, output: str) -> list[tuple[str, int, int, int]]:
     """(id, partition, offset, batch_id) of every row the pipeline wrote."""
     path = os.path.join(output, "events")
