@@ -20,5 +20,5 @@ def test_spark_read_benchmark_runs_in_a_tiny_mode() -> None:
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     out = done.stdout
-    for line in ("run 1: epochlog", "epochlog / parquet:", "memory / parquet", "sink:"):
+    for line in ("run 1: epochlog", "epochlog / parquet:", "memory / parquet", "of at-least-once"):
         assert line in out, out

@@ -25,6 +25,7 @@ from epochlog.demo.report import Outcome, judge
 TOPIC = "events"
 # Where the exactly-once sink writes the events the source reads.
 SINK_TOPIC = "events-exactly-once"
+INTERNAL_PARTITIONS = 5
 # Hang guards: generous bounds on things that take seconds; never a judgement of speed.
 CATCH_UP_BOUND_S = 300.0
 # Spark's first micro-batch also starts its Python workers: slow on a loaded machine.
@@ -138,6 +139,14 @@ def run(settings: Settings) -> int:
             f" partitions, replicas {assignment}, unclean.leader.election.enable=true"
         )
         cluster.create_topic(SINK_TOPIC, assignment, {"min.insync.replicas": "1"})
+        # The sink's coordinators (transactions, its progress offsets) live on the two
+        # brokers that stay up while the lagging one is paused: a paused coordinator
+        # would hold the sink's tasks, and with them Spark's task slots, until resumed.
+        coordinated = [[leaders[i % 2], leaders[(i + 1) % 2]] for i in range(INTERNAL_PARTITIONS)]
+        for internal in ("__transaction_state", "__consumer_offsets"):
+            cluster.create_topic(
+                internal, coordinated, {"cleanup.policy": "compact", "min.insync.replicas": "1"}
+            )
         old_epochs = {p.partition: p.leader_epoch for p in cluster.partitions(TOPIC)}
 
         stream = EventStream(cluster.bootstrap, TOPIC, settings.rate, run_id)

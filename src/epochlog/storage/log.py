@@ -20,7 +20,6 @@ from epochlog.protocol.batch import (
     patch_offset_and_epoch,
     read_header,
 )
-from epochlog.protocol.control import read_marker
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.seams import Clock, Disk
 from epochlog.storage.cleaner import reject_null_keys
@@ -28,11 +27,11 @@ from epochlog.storage.config import LogConfig
 from epochlog.storage.epoch_cache import LeaderEpochCache
 from epochlog.storage.log_loader import LogLoader
 from epochlog.storage.log_reader import LogReader
-from epochlog.storage.producer_state import AppendOrigin, CompletedTxn, ProducerStateManager
+from epochlog.storage.log_transactions import index_aborted, markers_of, rebuild_producer_state
+from epochlog.storage.producer_state import AppendOrigin, ProducerStateManager
 from epochlog.storage.quarantine import Quarantine
 from epochlog.storage.results import AppendResult, OffsetAndEpoch, ReadResult, TruncatedRange
 from epochlog.storage.segment import LogSegment
-from epochlog.storage.txn_index import AbortedTxn, TxnIndexCorrupt
 
 PARTITION_METADATA_FILE = "partition.metadata"
 MAX_RELATIVE_OFFSET = 0x7FFFFFFF
@@ -120,63 +119,9 @@ class Log:
             loaded.log_start_offset,
             loaded.recovery_point,
         )
-        log._rebuild_producer_state()
+        rebuild_producer_state(log)
         log._load_partition_metadata()
         return log
-
-    def _rebuild_producer_state(self) -> None:
-        """Newest snapshot at or below the log end, then replay batch headers after it
-        (reading markers), writing the aborted-transaction index of what is replayed
-        anew. A damaged index means a replay of the whole log."""
-        snapshot = self.producer_state.load_latest_snapshot(
-            self.log_end_offset, self._log_start_offset
-        )
-        start = self._log_start_offset if snapshot is None else snapshot
-        if not self._txn_indexes_readable():
-            self.producer_state.clear()
-            start = self._log_start_offset
-        first = self.segment_for(start)
-        for segment in self._segments[first:]:
-            segment.txn_index.truncate_from(start)
-        for segment in self._segments[first:]:
-            found = segment.find_batch(start)
-            if found is None:
-                continue
-            for position, header in segment.iter_headers(found[0]):
-                if header.base_offset < start:
-                    continue
-                marker = None
-                if header.is_control:
-                    marker = read_marker(segment.file.pread(header.size, position))
-                completed = self.producer_state.replay(header, marker)
-                if completed is not None:
-                    self._index_aborted([completed])
-        self.producer_state.evict_before(self._log_start_offset)
-
-    def _txn_indexes_readable(self) -> bool:
-        for segment in self._segments:
-            try:
-                segment.txn_index.entries  # noqa: B018 - reads and so checks the file
-            except TxnIndexCorrupt as exc:
-                logger.warning("%s; rebuilding producer state from the log start", exc)
-                return False
-        return True
-
-    def _index_aborted(self, completed: list[CompletedTxn]) -> None:
-        """Aborted transactions go into the index of the segment holding their marker."""
-        for txn in completed:
-            if not txn.aborted:
-                continue
-            segment = self._segments[self.segment_for(txn.last_offset)]
-            lso = self.producer_state.first_unstable_offset()
-            segment.txn_index.append(
-                AbortedTxn(
-                    txn.producer_id,
-                    txn.first_offset,
-                    txn.last_offset,
-                    txn.last_offset + 1 if lso is None else lso,
-                )
-            )
 
     # -- properties --------------------------------------------------------------------
 
@@ -253,7 +198,7 @@ class Log:
         batches = self._check_batches(records)
         if self._config.compact:
             reject_null_keys(records, batches)
-        markers = self._markers(records, batches, origin)
+        markers = markers_of(records, batches, origin)
         pending = self.producer_state.begin()
         for position, header in batches:
             duplicate = pending.check(header, origin, markers.get(position))
@@ -282,7 +227,7 @@ class Log:
             next_offset = patched.next_offset
         self._write(records, headers, now)
         self._epoch_cache.assign(leader_epoch, headers[0].base_offset)
-        self._index_aborted(pending.commit())
+        index_aborted(self, pending.commit())
         return AppendResult(
             headers[0].base_offset,
             headers[-1].last_offset,
@@ -290,25 +235,10 @@ class Log:
             self._log_start_offset,
         )
 
-    @staticmethod
-    def _markers(
-        records: bytearray, batches: list[tuple[int, BatchHeader]], origin: AppendOrigin
-    ) -> dict[int, tuple[bool, int]]:
-        """Each control batch's marker by position; clients may not write any."""
-        markers = {}
-        for position, header in batches:
-            if header.is_control:
-                if origin == AppendOrigin.CLIENT:
-                    raise KafkaError(
-                        ErrorCode.INVALID_RECORD, "control batches come only from coordinators"
-                    )
-                markers[position] = read_marker(memoryview(records)[position:][: header.size])
-        return markers
-
     def append_as_follower(self, records: bytearray) -> AppendResult:
         """Write batches the leader already numbered; learn epochs from their headers."""
         batches = iter_batches(records)
-        markers = self._markers(records, batches, AppendOrigin.COORDINATOR)
+        markers = markers_of(records, batches, AppendOrigin.COORDINATOR)
         expected = self.log_end_offset
         headers = []
         for _, header in batches:
@@ -324,7 +254,7 @@ class Log:
             self._epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
             completed = self.producer_state.replay(header, markers.get(position))
             if completed is not None:
-                self._index_aborted([completed])
+                index_aborted(self, [completed])
         return AppendResult(
             headers[0].base_offset,
             headers[-1].last_offset,
@@ -490,7 +420,7 @@ class Log:
         end = self.log_end_offset
         self._epoch_cache.truncate_from_end(end)
         self._recovery_point = min(self._recovery_point, end)
-        self._rebuild_producer_state()
+        rebuild_producer_state(self)
 
     def _quarantine_from(self, offset: int, reason: str) -> TruncatedRange:
         sources = []
