@@ -202,3 +202,27 @@ def test_describe_and_list_transactions_show_an_open_transaction(tmp_path: Path)
             await conn.close()
 
     run(scenario)
+
+
+def test_idle_transactional_ids_expire_after_the_expiration_time(tmp_path: Path) -> None:
+    settings = {
+        **SETTINGS,
+        "transactional.id.expiration.ms": "500",
+        "transaction.remove.expired.transaction.cleanup.interval.ms": "200",
+    }
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path, **settings) as broker:
+            conn = await connect(broker)
+            await find_txn_coordinator(conn, "tx-e")
+            assert (await init(conn, "tx-e")).error_code == ErrorCode.NONE
+            request = DescribeTransactionsRequest(transactional_ids=["tx-e"])
+            for _ in range(100):
+                (state,) = (await conn.send(request, 0)).transaction_states
+                if state.error_code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND:
+                    break
+                await asyncio.sleep(0.1)
+            assert state.error_code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+            await conn.close()
+
+    run(scenario)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from typing import Any
 
 import confluent_kafka as ck
 import kafka
@@ -221,3 +222,32 @@ def test_epochlog_transactions_cli_lists_and_describes_an_open_transaction(
     assert producers.splitlines()[1].split()[-1] == "0"  # its transaction starts at offset 0
     producer.commit_transaction(60)
     assert "CompleteCommit" in cli("describe", "ck-cli")
+
+
+def test_coordinator_aborts_a_transaction_open_longer_than_its_timeout(
+    broker_factory: Any,
+) -> None:
+    broker = broker_factory({"transaction.abort.timed.out.transaction.cleanup.interval.ms": 300})
+    bootstrap = broker.bootstrap
+    topic = "txn-timeout"
+    create_topic(bootstrap, topic)
+    producer = ck.Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": "ck-timeout",
+            "transaction.timeout.ms": 2000,
+        }
+    )
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"abandoned")
+    producer.flush(30)
+    assert watermarks(bootstrap, topic, "read_committed") == (0, 0)
+    deadline = time.monotonic() + BOUND_S
+    while watermarks(bootstrap, topic, "read_committed")[1] == 0:
+        assert time.monotonic() < deadline, "the timed-out transaction was never aborted"
+        time.sleep(0.5)
+    assert ck_read(bootstrap, topic, "read_committed") == []
+    assert ck_read(bootstrap, topic, "read_uncommitted") == [b"abandoned"]
+    with pytest.raises(ck.KafkaException):
+        producer.commit_transaction(30)
