@@ -16,7 +16,7 @@ from epochlog.coordinator.membership import Membership
 from epochlog.coordinator.offsets import OffsetManager
 from epochlog.coordinator.registry import GroupRegistry
 from epochlog.coordinator.settings import CoordinatorSettings
-from epochlog.coordinator.store import OffsetsStore
+from epochlog.coordinator.store import OffsetsStore, follow_leadership
 from epochlog.protocol.errors import ErrorCode
 from epochlog.replication.waiting import Signal
 
@@ -110,15 +110,13 @@ class GroupCoordinator:
             for index in list(r.owned) + list(r.loading):
                 r.unload(index)
             r.num_partitions = num_partitions
-        led = r.store.led()
-        for index in list(r.owned) + list(r.loading):
-            epoch = r.owned.get(index, r.loading.get(index))
-            if led.get(index) != epoch:
-                r.unload(index)
-        for index, epoch in led.items():
-            if r.owned.get(index) != epoch and r.loading.get(index) != epoch:
-                r.loading[index] = epoch
-                r.background(r.load(index, epoch))
+        follow_leadership(
+            r.store.led(),
+            r.owned,
+            r.loading,
+            r.unload,
+            lambda index, epoch: r.background(r.load(index, epoch)),
+        )
         self.wake()
 
     # -- DescribeGroups and ListGroups -------------------------------------------------

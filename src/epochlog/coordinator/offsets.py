@@ -15,7 +15,13 @@ from epochlog.coordinator.commits import (
     txn_commit_error,
 )
 from epochlog.coordinator.expiry import expired_offsets, goes_dead
-from epochlog.coordinator.group import CONSUMER_PROTOCOL, CommittedOffset, Group, GroupState
+from epochlog.coordinator.group import (
+    CONSUMER_PROTOCOL,
+    CommittedOffset,
+    Group,
+    GroupState,
+    merge_newer,
+)
 from epochlog.coordinator.records import (
     GroupKey,
     OffsetKey,
@@ -106,28 +112,43 @@ class OffsetManager:
                 )
         if not accepted:
             return answers
+        code = await self._store(group, accepted)
+        for key, _ in accepted:
+            answers[key] = code
+        return answers
+
+    async def _store(
+        self,
+        group: Group,
+        accepted: list[tuple[TopicPartition, CommittedOffset]],
+        producer: TxnProducer | None = None,
+    ) -> ErrorCode:
+        """Write offsets that passed the checks; once stored they are committed, or, in a
+        transaction (``producer``), pending until its marker."""
         records = [
             (
-                encode_offset_key(OffsetKey(group_id, topic, partition)),
+                encode_offset_key(OffsetKey(group.group_id, topic, partition)),
                 encode_offset_value(
                     OffsetValue(c.offset, c.leader_epoch, c.metadata, c.commit_timestamp)
                 ),
             )
             for (topic, partition), c in accepted
         ]
-        code, base_offset = await self.r.append_at(group_id, records)
+        code, base_offset = await self.r.append_at(group.group_id, records, producer)
         code = append_error_to_commit_error(code)
-        if code == ErrorCode.NONE and self.r.groups.get(group_id) is group:
-            for i, (key, committed) in enumerate(accepted):
-                committed.log_offset = base_offset + i
-                existing = group.offsets.get(key)
-                if existing is None or existing.log_offset < committed.log_offset:
-                    group.offsets[key] = committed
-        elif code == ErrorCode.NONE:
-            code = ErrorCode.NOT_COORDINATOR
-        for key, _ in accepted:
-            answers[key] = code
-        return answers
+        if code != ErrorCode.NONE:
+            return code
+        if self.r.groups.get(group.group_id) is not group:
+            return ErrorCode.NOT_COORDINATOR
+        stored = {}
+        for i, (key, committed) in enumerate(accepted):
+            committed.log_offset = base_offset + i
+            stored[key] = committed
+        if producer is None:
+            merge_newer(group.offsets, stored)
+        else:
+            group.pending_txn_offsets.setdefault(producer.producer_id, {}).update(stored)
+        return ErrorCode.NONE
 
     # -- TxnOffsetCommit ----------------------------------------------------------------
 
@@ -165,24 +186,7 @@ class OffsetManager:
                 accepted.append((key, committed))
         if not accepted:
             return answers
-        records = [
-            (
-                encode_offset_key(OffsetKey(group_id, topic, partition)),
-                encode_offset_value(
-                    OffsetValue(c.offset, c.leader_epoch, c.metadata, c.commit_timestamp)
-                ),
-            )
-            for (topic, partition), c in accepted
-        ]
-        code, base_offset = await self.r.append_at(group_id, records, producer)
-        code = append_error_to_commit_error(code)
-        if code == ErrorCode.NONE and self.r.groups.get(group_id) is group:
-            pending = group.pending_txn_offsets.setdefault(producer.producer_id, {})
-            for i, (key, committed) in enumerate(accepted):
-                committed.log_offset = base_offset + i
-                pending[key] = committed
-        elif code == ErrorCode.NONE:
-            code = ErrorCode.NOT_COORDINATOR
+        code = await self._store(group, accepted, producer)
         for key, _ in accepted:
             answers[key] = code
         return answers

@@ -8,7 +8,7 @@ replicated and fenced like any other, so a deposed coordinator cannot acknowledg
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -141,3 +141,23 @@ class OffsetsStore:
                 "records at %d of %s not acknowledged: %s", result.base_offset, partition, code.name
             )
         return code, result.base_offset
+
+
+def follow_leadership(
+    led: dict[int, int],
+    owned: dict[int, int],
+    loading: dict[int, int],
+    unload: Callable[[int], None],
+    load: Callable[[int, int], None],
+) -> None:
+    """Bring a coordinator's partitions in line with what this broker leads now
+    (partition -> leader epoch): unload those lost or led in another epoch, load
+    (``load(index, epoch)``, marked loading first) those newly led."""
+    for index in list(owned) + list(loading):
+        epoch = owned.get(index, loading.get(index))
+        if led.get(index) != epoch:
+            unload(index)
+    for index, epoch in led.items():
+        if owned.get(index) != epoch and loading.get(index) != epoch:
+            loading[index] = epoch
+            load(index, epoch)

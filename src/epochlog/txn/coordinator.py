@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from epochlog.coordinator.store import follow_leadership
 from epochlog.protocol.errors import ErrorCode
 from epochlog.replication.waiting import Signal
 from epochlog.txn import metadata as rules
@@ -122,15 +123,13 @@ class TransactionCoordinator:
             for index in list(s.owned) + list(s.loading):
                 s.unload(index)
             s.num_partitions = num_partitions
-        led = s.store.led()
-        for index in list(s.owned) + list(s.loading):
-            epoch = s.owned.get(index, s.loading.get(index))
-            if led.get(index) != epoch:
-                s.unload(index)
-        for index, epoch in led.items():
-            if s.owned.get(index) != epoch and s.loading.get(index) != epoch:
-                s.loading[index] = epoch
-                self._background(self._load(index, epoch))
+        follow_leadership(
+            s.store.led(),
+            s.owned,
+            s.loading,
+            s.unload,
+            lambda index, epoch: self._background(self._load(index, epoch)),
+        )
 
     async def _load(self, index: int, epoch: int) -> None:
         unfinished = await self.state.load(index, epoch)

@@ -22,19 +22,28 @@ def partition_exists(broker: Any, topic: str, partition: int) -> bool:
     return known is not None and partition in known.partitions
 
 
-async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+def commit_requests(
+    broker: Any, topics: Any, with_epoch: bool
+) -> tuple[dict[tuple[str, int], CommitRequest], dict[tuple[str, int], ErrorCode], list[Any]]:
+    """The offsets a commit request asks for (with their leader epochs when the version
+    carries them), the answers already known (unknown partitions) and the order."""
     wanted: dict[tuple[str, int], CommitRequest] = {}
     answers: dict[tuple[str, int], ErrorCode] = {}
     order: list[tuple[str, int]] = []
-    for topic in request.topics or []:
+    for topic in topics or []:
         for p in topic.partitions or []:
             key = (topic.name, p.partition_index)
             order.append(key)
             if not partition_exists(broker, *key):
                 answers[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
-            epoch = p.committed_leader_epoch if version >= 6 else -1
+            epoch = p.committed_leader_epoch if with_epoch else -1
             wanted[key] = CommitRequest(p.committed_offset, epoch, p.committed_metadata)
+    return wanted, answers, order
+
+
+async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+    wanted, answers, order = commit_requests(broker, request.topics, version >= 6)
     if wanted or not order:
         answers.update(
             await broker.coordinator.offsets.commit(

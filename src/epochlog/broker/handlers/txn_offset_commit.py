@@ -9,29 +9,16 @@ from typing import Any
 
 from kafka.protocol.producer import TxnOffsetCommitResponse
 
-from epochlog.broker.handlers.offset_commit import partition_exists
-from epochlog.coordinator.commits import CommitRequest
+from epochlog.broker.handlers.offset_commit import commit_requests
 from epochlog.coordinator.store import TxnProducer
 from epochlog.protocol.apis import RequestFrame
-from epochlog.protocol.errors import ErrorCode
 
 _Topic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
 _Partition = _Topic.TxnOffsetCommitResponsePartition
 
 
 async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
-    wanted: dict[tuple[str, int], CommitRequest] = {}
-    answers: dict[tuple[str, int], ErrorCode] = {}
-    order: list[tuple[str, int]] = []
-    for topic in request.topics or []:
-        for p in topic.partitions or []:
-            key = (topic.name, p.partition_index)
-            order.append(key)
-            if not partition_exists(broker, *key):
-                answers[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            epoch = p.committed_leader_epoch if version >= 2 else -1
-            wanted[key] = CommitRequest(p.committed_offset, epoch, p.committed_metadata)
+    wanted, answers, order = commit_requests(broker, request.topics, version >= 2)
     if wanted:
         answers.update(
             await broker.coordinator.offsets.txn_commit(
