@@ -21,6 +21,7 @@ from epochlog.client.errors import TopicPartition
 from epochlog.client.fetched import arrow_of, records_of
 from epochlog.client.positions import PartitionPosition
 from epochlog.protocol import batch as b
+from epochlog.protocol.control import build_marker_batch
 from epochlog.protocol.errors import KafkaError
 from epochlog.protocol.records import build_batch, iter_records
 from support.broker import BrokerProcess
@@ -98,8 +99,8 @@ def assert_same_as_record_path(data: bytes, fetch_offset: int) -> pa.RecordBatch
     for pos in (by_records, by_arrow):
         pos.seek(fetch_offset)
         pos.last_timestamp = 42
-    records = records_of([(tp, by_records, data)], True)
-    arrow = arrow_of([(tp, by_arrow, data)], True)
+    records = records_of([(tp, by_records, data, None)], True)
+    arrow = arrow_of([(tp, by_arrow, data, None)], True)
     assert [r.offset for r in records] == arrow.column("offset").to_pylist()
     assert [
         {
@@ -382,3 +383,50 @@ def test_batches_written_by_confluent_kafka(module_broker: BrokerProcess, codec:
     assert table.column("timestamp").cast(pa.int64()).to_pylist() == [r.timestamp for r in recs]
     middle = assert_same_as_record_path(data, 1234)
     assert middle.column("offset")[0].as_py() == 1234
+
+
+def test_read_committed_drops_aborted_transactions_on_both_paths() -> None:
+    def txn(pid: int, base: int, values: list[bytes]) -> bytes:
+        data = bytearray(
+            build_batch(
+                [(None, v, [], T0) for v in values],
+                base_offset=base,
+                producer_id=pid,
+                producer_epoch=0,
+                base_sequence=0,
+                is_transactional=True,
+            )
+        )
+        return bytes(data)
+
+    def marker(pid: int, base: int, commit: bool) -> bytes:
+        data = build_marker_batch(pid, 0, 0, commit, T0)
+        struct.pack_into(">q", data, 0, base)
+        return bytes(data)
+
+    data = b"".join(
+        [
+            txn(5, 0, [b"aborted-0", b"aborted-1"]),
+            marker(5, 2, commit=False),
+            txn(6, 3, [b"committed"]),
+            marker(6, 4, commit=True),
+            build_batch([(None, b"plain", [], T0)], base_offset=5),
+            txn(5, 6, [b"later-committed"]),
+            marker(5, 7, commit=True),
+        ]
+    )
+    tp = TopicPartition("t", 0)
+    by_records, by_arrow = PartitionPosition(), PartitionPosition()
+    for pos in (by_records, by_arrow):
+        pos.seek(0)
+    records = records_of([(tp, by_records, data, [(5, 0)])], True)
+    arrow = arrow_of([(tp, by_arrow, data, [(5, 0)])], True)
+    expected = [b"committed", b"plain", b"later-committed"]
+    assert [r.value for r in records] == expected
+    assert arrow.column("value").to_pylist() == expected
+    assert by_records.offset == by_arrow.offset == 8
+    # read_uncommitted (no aborted list): every record, never a marker.
+    uncommitted = PartitionPosition()
+    uncommitted.seek(0)
+    every = records_of([(tp, uncommitted, data, None)], True)
+    assert [r.value for r in every] == [b"aborted-0", b"aborted-1", *expected]
