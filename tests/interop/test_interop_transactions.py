@@ -1,14 +1,16 @@
-"""Transactions through real clients against a real broker process: confluent-kafka's
-and kafka-python's transactional producers (commit, abort, offsets sent to the
+"""Transactions through real clients against a real broker process: confluent-kafka's,
+kafka-python's and aiokafka's transactional producers (commit, abort, offsets sent to the
 transaction, fencing by a second holder of the transactional id) and read_committed
 consumers of both."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import time
 from typing import Any
 
+import aiokafka
 import confluent_kafka as ck
 import kafka
 import pytest
@@ -251,3 +253,46 @@ def test_coordinator_aborts_a_transaction_open_longer_than_its_timeout(
     assert ck_read(bootstrap, topic, "read_uncommitted") == [b"abandoned"]
     with pytest.raises(ck.KafkaException):
         producer.commit_transaction(30)
+
+
+def test_aiokafka_transactions_commit_and_abort(module_broker: BrokerProcess) -> None:
+    bootstrap = module_broker.bootstrap
+    topic = "txn-aiokafka"
+    create_topic(bootstrap, topic)
+
+    async def produce_and_read() -> list[bytes]:
+        producer = aiokafka.AIOKafkaProducer(
+            bootstrap_servers=bootstrap, transactional_id="aio-txn", enable_idempotence=True
+        )
+        await producer.start()
+        try:
+            async with producer.transaction():
+                for i in range(5):
+                    await producer.send_and_wait(topic, f"kept-{i}".encode(), partition=0)
+            await producer.begin_transaction()
+            await producer.send_and_wait(topic, b"dropped", partition=0)
+            await producer.abort_transaction()
+        finally:
+            await producer.stop()
+        consumer = aiokafka.AIOKafkaConsumer(
+            bootstrap_servers=bootstrap,
+            isolation_level="read_committed",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
+        await consumer.start()
+        try:
+            consumer.assign([aiokafka.TopicPartition(topic, 0)])
+            got: list[bytes] = []
+            for _ in range(20):
+                batches = await consumer.getmany(timeout_ms=500)
+                got += [r.value for records in batches.values() for r in records]
+                if len(got) >= 5:
+                    break
+            return got
+        finally:
+            await consumer.stop()
+
+    expected = [f"kept-{i}".encode() for i in range(5)]
+    assert asyncio.run(produce_and_read()) == expected
+    assert ck_read(bootstrap, topic, "read_committed") == expected
