@@ -1,7 +1,8 @@
 """A partition's transactions: open transactions bound the first unstable offset,
 markers close them, aborted ones land in the segment's .txnindex; the rules of a leader
 append; and all of it rebuilt after a truncation (a cut marker reopens its transaction),
-an unclean stop, a clean one, and a damaged index."""
+an unclean stop, a clean one, and a damaged index; compaction that never lets an aborted
+value replace a committed one and keeps the index of the segments it merges."""
 
 import os
 
@@ -11,6 +12,7 @@ from epochlog.protocol.control import build_marker_batch
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.storage.producer_state import AppendOrigin
 
+from . import test_cleaner as cleaning
 from .conftest import batch
 
 PID, OTHER = 7, 8
@@ -110,3 +112,21 @@ def test_a_damaged_txn_index_is_rebuilt_from_the_log(open_log, tmp_path):
         f.write(b"\x00garbage")
     again = open_log(clean_shutdown=True)
     assert again.collect_aborted_transactions(0, 3) == [(PID, 0)]
+
+
+def test_compaction_keeps_committed_values_over_aborted_ones_and_moves_the_index(open_log, clock):
+    log = open_log(cleaning.COMPACT)
+    log.append_as_leader(cleaning.keyed((b"k", b"committed")), 0)  # 0
+    log.roll()
+    aborted = cleaning.keyed(
+        (b"k", b"aborted"), producer_id=5, producer_epoch=0, base_sequence=0, is_transactional=True
+    )
+    log.append_as_leader(aborted, 0)  # 1
+    marker(log, commit=False, pid=5)  # 2
+    log.roll()
+    log.append_as_leader(cleaning.keyed((b"other", b"x")), 0)  # 3, active
+    cleaning.clean(log, clock)
+    assert len(log.segments) == 2  # the two sealed segments merged into one
+    values = [(off, bytes(r.value or b"")) for off, r, _ in cleaning.stored(log) if r.key == b"k"]
+    assert (0, b"committed") in values
+    assert log.collect_aborted_transactions(0, 4) == [(5, 1)]

@@ -108,9 +108,10 @@ class Broker:
         return uuid.UUID(int=self.seams.random.getrandbits(128), version=4)
 
     def _high_watermark(self, topic: str, partition: int) -> int | None:
-        """The log cleaner's bound: it never compacts what is not yet committed."""
+        """The log cleaner's bound: it never compacts what is not yet committed, nor
+        anything from the first open transaction on (the last stable offset)."""
         try:
-            return self.replica_manager.partition(topic, partition).high_watermark
+            return self.replica_manager.partition(topic, partition).last_stable_offset()
         except KafkaError:
             return None
 

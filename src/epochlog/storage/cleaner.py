@@ -101,6 +101,8 @@ class _Plan:
     latest: dict[bytes, int]
     dirty_end: int = 0
     groups: list[list[LogSegment]] = field(default_factory=list)
+    # producer id -> (first, last) offsets of its aborted transactions
+    aborted: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
 
 
 def cleanable_segments(log: Log, upper_bound: int) -> list[LogSegment]:
@@ -121,10 +123,33 @@ def dirty_ratio(log: Log, first_dirty: int, upper_bound: int) -> float:
     return dirty / total if total else 0.0
 
 
-def _records(segment: LogSegment) -> Iterator[tuple[int, BatchHeader, list[Record] | None]]:
-    """(position, header, records) of each batch; control batches have no records."""
+Aborted = dict[int, list[tuple[int, int]]]
+
+
+def aborted_ranges(log: Log) -> Aborted:
+    """Producer id -> (first, last) offsets of its aborted transactions (.txnindex)."""
+    out: Aborted = {}
+    for segment in log.segments:
+        for t in segment.txn_index.entries:
+            out.setdefault(t.producer_id, []).append((t.first_offset, t.last_offset))
+    return out
+
+
+def _is_aborted(header: BatchHeader, aborted: Aborted) -> bool:
+    if not header.is_transactional:
+        return False
+    ranges = aborted.get(header.producer_id, ())
+    return any(first <= header.base_offset <= last for first, last in ranges)
+
+
+def _records(
+    segment: LogSegment, aborted: Aborted | None = None
+) -> Iterator[tuple[int, BatchHeader, list[Record] | None]]:
+    """(position, header, records) of each batch; control batches and batches of
+    aborted transactions have none: they are kept whole and never supersede a record
+    (an aborted value must not make a committed one of its key disappear)."""
     for position, header in segment.iter_headers():
-        if header.is_control:
+        if header.is_control or (aborted and _is_aborted(header, aborted)):
             yield position, header, None
             continue
         data = segment.file.pread(header.size, position)
@@ -162,8 +187,9 @@ class LogCleaner:
             return None
         latest: dict[bytes, int] = {}
         last = dirty[0]
+        aborted = aborted_ranges(log)
         for i in dirty:
-            for _, _, records in _records(segments[i]):
+            for _, _, records in _records(segments[i], aborted):
                 for record in records or ():
                     if record.key is not None:
                         latest[bytes(record.key)] = record.offset
@@ -172,6 +198,7 @@ class LogCleaner:
                 break
         chosen = segments[: last + 1]
         plan = _Plan(chosen, latest, dirty_end=log.segments[len(chosen)].base_offset)
+        plan.aborted = aborted
         plan.groups = self._group(chosen, log.config.segment_bytes)
         return plan
 
@@ -211,7 +238,7 @@ class LogCleaner:
         horizon = now_ms - log.config.delete_retention_ms
         retired: list[LogSegment] = []
         for group in plan.groups:
-            new = self._clean_group(log, group, plan.latest, horizon, stats)
+            new = self._clean_group(log, group, plan.latest, horizon, stats, plan.aborted)
             stats.segments_after += 1
             stats.bytes_after += new.size
             log.replace_segments(group, new)
@@ -241,6 +268,7 @@ class LogCleaner:
         latest: dict[bytes, int],
         horizon: int,
         stats: CleanerStats,
+        aborted: Aborted,
     ) -> LogSegment:
         base = group[0].base_offset
         stem = f"{log.directory}/{segment_name(base)}"
@@ -250,7 +278,7 @@ class LogCleaner:
         out = self.disk.open(cleaned)
         try:
             for segment in group:
-                for position, header, records in _records(segment):
+                for position, header, records in _records(segment, aborted):
                     drop_tombstones = written_ms(segment, header) < horizon
                     for piece in self._survivors(
                         segment, position, header, records, latest, drop_tombstones, stats
@@ -261,8 +289,16 @@ class LogCleaner:
             out.close()
         swap = stem + LOG_SUFFIX + SWAP_SUFFIX
         self.disk.rename(cleaned, swap)
+        # The group's aborted transactions move to the new segment's index.
+        aborted_txns = [t for segment in group for t in segment.txn_index.entries]
         for segment in group:
-            for path in (segment.offset_index.path, segment.time_index.path, segment.log_path):
+            paths = (
+                segment.offset_index.path,
+                segment.time_index.path,
+                segment.txn_index.path,
+                segment.log_path,
+            )
+            for path in paths:
                 if self.disk.exists(path):
                     self.disk.remove(path)
         self.disk.rename(swap, stem + LOG_SUFFIX)
@@ -272,6 +308,8 @@ class LogCleaner:
         bad = new.recover(lambda _position, _header: None)
         if bad is not None:
             raise RuntimeError(f"{new.log_path}: cleaned segment unreadable: {bad.reason}")
+        for txn in aborted_txns:
+            new.txn_index.append(txn)
         new.seal()
         return new
 
