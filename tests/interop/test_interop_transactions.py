@@ -296,3 +296,25 @@ def test_aiokafka_transactions_commit_and_abort(module_broker: BrokerProcess) ->
     expected = [f"kept-{i}".encode() for i in range(5)]
     assert asyncio.run(produce_and_read()) == expected
     assert ck_read(bootstrap, topic, "read_committed") == expected
+
+
+def test_a_transaction_aborted_right_after_the_previous_commit_is_aborted(
+    module_broker: BrokerProcess,
+) -> None:
+    """librdkafka begins the next transaction as soon as EndTxn is answered, while the
+    coordinator may still write the previous one's markers; an abort that follows at
+    once (its records purged unsent) must not be refused."""
+    bootstrap = module_broker.bootstrap
+    topic = "txn-back-to-back"
+    create_topic(bootstrap, topic)
+    producer = ck_transactional(bootstrap, "ck-back-to-back")
+    for round_ in range(8):
+        producer.begin_transaction()
+        for i in range(200):
+            producer.produce(topic, value=f"r{round_}-{i}".encode())
+        if round_ % 2:
+            producer.abort_transaction(60)
+        else:
+            producer.commit_transaction(60)
+    expected = [f"r{r}-{i}".encode() for r in range(0, 8, 2) for i in range(200)]
+    assert ck_read(bootstrap, topic, "read_committed") == expected

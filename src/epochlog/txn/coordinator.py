@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from epochlog.coordinator.store import follow_leadership
 from epochlog.protocol.errors import ErrorCode
-from epochlog.replication.waiting import Signal
+from epochlog.replication.waiting import Signal, wait_or_timeout
 from epochlog.txn import metadata as rules
 from epochlog.txn.markers import LeaderOf, MarkerWriter
 from epochlog.txn.metadata import TopicPartition, TxnMetadata, TxnState
@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("epochlog.txn")
 
 AllocateProducerId = Callable[[], Awaitable[int]]
+# How long a request waits for the previous transaction's markers before it is told
+# CONCURRENT_TRANSACTIONS (the client then retries).
+COMPLETION_WAIT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,8 @@ class TransactionCoordinator:
         # Serialises creating __transaction_state among concurrent FindCoordinator calls.
         self.topic_creation = asyncio.Lock()
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._completing: set[str] = set()
+        # Transactions whose markers are being written -> done when they are complete.
+        self._completing: dict[str, asyncio.Event] = {}
         self._wake = Signal()
         self._loop_task: asyncio.Task[None] | None = None
         self._stopped = False
@@ -157,6 +161,7 @@ class TransactionCoordinator:
     ) -> ProducerIdAndEpoch:
         if not transactional_id:
             return ProducerIdAndEpoch(ErrorCode.INVALID_REQUEST)
+        await self._after_completion(transactional_id)
         error = rules.check_timeout(timeout_ms, self.settings.max_timeout_ms)
         if error == ErrorCode.NONE:
             error = self.state.ownership_error(transactional_id)
@@ -198,6 +203,7 @@ class TransactionCoordinator:
         partitions: frozenset[TopicPartition],
     ) -> ErrorCode:
         """AddPartitionsToTxn and AddOffsetsToTxn (the group's offsets partition)."""
+        await self._after_completion(transactional_id)
         error = self.state.ownership_error(transactional_id)
         if error == ErrorCode.NONE and self._busy(transactional_id):
             error = ErrorCode.CONCURRENT_TRANSACTIONS
@@ -243,8 +249,18 @@ class TransactionCoordinator:
     def _complete_later(self, meta: TxnMetadata) -> None:
         if meta.transactional_id in self._completing:
             return
-        self._completing.add(meta.transactional_id)
+        self._completing[meta.transactional_id] = asyncio.Event()
         self._background(self._complete(meta))
+
+    async def _after_completion(self, transactional_id: str) -> None:
+        """A request that would be told CONCURRENT_TRANSACTIONS while the previous
+        transaction's markers are written waits for them a little first: clients begin
+        their next transaction right after EndTxn is answered, and a producer told to
+        retry its AddPartitionsToTxn may abort meanwhile with nothing added (the
+        coordinator would then refuse the abort)."""
+        done = self._completing.get(transactional_id)
+        if done is not None:
+            await wait_or_timeout(self.clock, done.wait(), COMPLETION_WAIT_S)
 
     async def _complete(self, meta: TxnMetadata) -> None:
         tid = meta.transactional_id
@@ -276,7 +292,9 @@ class TransactionCoordinator:
                     return
                 await self.clock.sleep(0.1)
         finally:
-            self._completing.discard(tid)
+            finished = self._completing.pop(tid, None)
+            if finished is not None:
+                finished.set()
 
     def abort_timed_out(self) -> None:
         """Abort every transaction here open longer than its ``transaction.timeout.ms``."""
