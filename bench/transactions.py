@@ -70,6 +70,7 @@ def transactional_seconds(
         _produce_all(producer, topic, size, value)
         n += 1
         if abort_every and n % abort_every == 0:
+            producer.flush(120)  # in the log first: abort purges what is unsent
             producer.abort_transaction(120)
         else:
             producer.commit_transaction(120)
