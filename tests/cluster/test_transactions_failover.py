@@ -42,11 +42,20 @@ class EosLoop:
         self.aborts = 0
         self.error: BaseException | None = None
         self._stop = threading.Event()
+        self._running = threading.Event()
+        self._running.set()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def start(self) -> EosLoop:
         self._thread.start()
         return self
+
+    def pause(self) -> None:
+        """No new transaction begins until `resume` (the current one finishes)."""
+        self._running.clear()
+
+    def resume(self) -> None:
+        self._running.set()
 
     def stop(self) -> None:
         self._stop.set()
@@ -81,6 +90,8 @@ class EosLoop:
         consumer.subscribe(["in"])
         try:
             while not self._stop.is_set():
+                if not self._running.wait(0.5):
+                    continue
                 messages = consumer.consume(1000, 0.5)
                 messages = [m for m in messages if m.error() is None]
                 if not messages:
@@ -156,10 +167,16 @@ def test_consume_transform_produce_survives_coordinator_and_leader_kills_exactly
             at_first_kill = loop.done
             eventually(lambda: loop.done >= 2 * RECORDS // 3 or loop.error, 300, "two thirds")
             assert loop.error is None, loop.error
+            # Paused while the coordinator's broker returns, so that the second kill
+            # also falls in the middle of the run.
+            loop.pause()
             cluster.brokers[coordinator].restart()
             cluster.wait_for_brokers()
             leaders = {cluster.leader("out", p)[0] for p in range(PARTITIONS)}
             victim = next(iter(sorted(leaders - {coordinator}) or sorted(leaders)))
+            at_resume = loop.done
+            loop.resume()
+            eventually(lambda: loop.done > at_resume or loop.error, 120, "resumed")
             cluster.kill(victim)
             at_second_kill = loop.done
             eventually(lambda: loop.done >= RECORDS or loop.error, 300, "every record")
