@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 from inprocess_broker import batch, connect, create_topic_via_metadata, produce, run, running_broker
+from kafka.protocol.admin import CreatePartitionsRequest, CreateTopicsRequest
+from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
 from epochlog.protocol.errors import ErrorCode
@@ -123,6 +125,57 @@ def test_client_that_disconnects_mid_frame_harms_nothing(tmp_path: Path) -> None
     run(scenario)
 
 
+def long_poll_fetch(topic: str) -> bytes:
+    """A framed Fetch v4 that waits up to 5 s for a first byte of ``topic``."""
+    partition = FetchRequest.FetchTopic.FetchPartition(
+        partition=0,
+        fetch_offset=0,
+        log_start_offset=-1,
+        partition_max_bytes=1 << 20,
+        current_leader_epoch=-1,
+    )
+    request = FetchRequest(
+        replica_id=-1,
+        max_wait_ms=5000,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        topics=[FetchRequest.FetchTopic(topic=topic, partitions=[partition])],
+    )
+    request.with_header(correlation_id=1, client_id="leaver")
+    return framed(bytes(request.encode(version=4, header=True)))
+
+
+def test_client_leaving_during_a_long_poll_fetch_is_logged_at_debug_without_traceback(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The fetch completes after its client left: the answer finds a closed transport,
+    which is an ordinary disconnect, not an internal error."""
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path) as broker:
+            conn = await connect(broker)
+            await create_topic_via_metadata(conn, "t")
+            with caplog.at_level(logging.DEBUG, logger="epochlog.server"):
+                for _ in range(5):
+                    leaver = await broker.seams.network.connect("127.0.0.1", broker.port)
+                    leaver.write(long_poll_fetch("t"))
+                    await leaver.drain()
+                    await asyncio.sleep(0.05)
+                    leaver.close()
+                await asyncio.sleep(0.1)
+                await produce(conn, "t", batch([b"wakes the fetches"]))
+                await asyncio.sleep(0.5)
+            server_records = [r for r in caplog.records if r.name == "epochlog.server"]
+            assert not [r for r in server_records if r.levelno >= logging.INFO], caplog.text
+            assert not [r for r in server_records if r.exc_info], caplog.text
+            assert any("closed" in r.getMessage() for r in server_records)
+            await still_serving(broker)
+            await conn.close()
+
+    run(scenario)
+
+
 def test_corrupt_or_oversized_batches_are_refused_and_nothing_is_stored(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with running_broker(tmp_path, **{"message.max.bytes": "2000"}) as broker:
@@ -213,5 +266,53 @@ def test_partial_frames_of_many_connections_hold_at_most_queued_max_request_byte
             for conn in senders:
                 conn.close()
             await asyncio.sleep(0.2)
+
+    run(scenario)
+
+
+def _create_topics(*topics: tuple[str, int]) -> CreateTopicsRequest:
+    return CreateTopicsRequest(
+        topics=[
+            CreateTopicsRequest.CreatableTopic(
+                name=name, num_partitions=n, replication_factor=1, assignments=[], configs=[]
+            )
+            for name, n in topics
+        ],
+        timeout_ms=30_000,
+        validate_only=False,
+    )
+
+
+def test_requests_for_too_many_partitions_are_refused_whole_before_any_work(
+    tmp_path: Path,
+) -> None:
+    """Kafka's controller limit (controller.max.records.per.batch, 10,000): a million
+    partitions once froze a broker long enough to lose its metastore session."""
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path) as broker:
+            conn = await connect(broker)
+            million = await conn.send(_create_topics(("huge", 1_000_000)), 4)
+            split = await conn.send(_create_topics(("a", 6000), ("b", 6000)), 4)
+            assert [t.error_code for t in million.topics + split.topics] == [
+                ErrorCode.POLICY_VIOLATION
+            ] * 3
+            assert "Excessively large number of partitions" in million.topics[0].error_message
+            assert (await conn.send(_create_topics(("small", 2)), 4)).topics[0].error_code == 0
+            grow = CreatePartitionsRequest(
+                topics=[
+                    CreatePartitionsRequest.CreatePartitionsTopic(
+                        name="small", count=20_000, assignments=None
+                    )
+                ],
+                timeout_ms=30_000,
+                validate_only=False,
+            )
+            grown = await conn.send(grow, 1)
+            assert grown.results[0].error_code == ErrorCode.POLICY_VIOLATION
+            assert {t.name for t in broker.metadata_cache.topics()} == {"small"}
+            assert len(broker.metadata_cache.topic("small").partitions) == 2
+            await still_serving(broker)
+            await conn.close()
 
     run(scenario)

@@ -243,7 +243,14 @@ class ClusterLink:
                 ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists"
             ) from None
         log.info("created topic %s id=%s partitions=%d", name, topic.topic_id, len(assignment))
-        await self.wait_for_state(lambda: self._has_leaders(name, topic.topic_id), timeout_s)
+        topic_id = topic.topic_id
+        ready = await self.wait_for_state(lambda: self._has_leaders(name, topic_id), timeout_s)
+        if not ready and timeout_s > 0:
+            # Kafka's answer: the topic exists and creation goes on.
+            raise KafkaError(
+                ErrorCode.REQUEST_TIMED_OUT,
+                f"topic {name!r} created; not every partition had a leader within the timeout",
+            )
         return topic
 
     def _has_leaders(self, name: str, topic_id: uuid.UUID) -> bool:

@@ -23,6 +23,9 @@ DEFAULTS: dict[str, str] = {
     "queued.max.request.bytes": "268435456",
     "connections.max.idle.ms": "600000",
     "message.max.bytes": "1048588",
+    # Kafka's controller bound on one operation's records: no CreateTopics or
+    # CreatePartitions request may ask for more partitions than this in total.
+    "controller.max.records.per.batch": "10000",
     "replica.fetch.max.bytes": "1048576",
     "broker.rack": "",
     "controlled.shutdown.enable": "true",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.protocol.fetch_response import Part, part_size
@@ -37,3 +38,15 @@ def fenced_error(code: ErrorCode, version: int, fenced_since: int) -> ErrorCode:
     if code == ErrorCode.PRODUCER_FENCED and version < fenced_since:
         return ErrorCode.INVALID_PRODUCER_EPOCH
     return code
+
+
+def check_partitions_per_request(broker: Any, total: int) -> None:
+    """Kafka's answer to a CreateTopics or CreatePartitions asking for more partitions
+    in total than ``controller.max.records.per.batch``: all of it is refused, before any
+    work, so no single request can keep a broker busy long enough to lose its session."""
+    limit = broker.config.get_int("controller.max.records.per.batch")
+    if total > limit:
+        raise KafkaError(
+            ErrorCode.POLICY_VIOLATION,
+            f"Excessively large number of partitions per request ({total} > {limit}).",
+        )

@@ -165,8 +165,8 @@ class ConnectionLoop:
                     self._budget.release(size)
         except ProtocolViolation as exc:
             log.warning("closing connection from %s: %s", conn.peer, exc)
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
+        except (asyncio.IncompleteReadError, ConnectionError) as exc:
+            log.debug("connection from %s closed: %r", conn.peer, exc)
         except Exception:
             log.exception("closing connection from %s after an internal error", conn.peer)
         finally:

@@ -20,15 +20,9 @@ from typing import NamedTuple, TypeVar
 import numpy as np
 import pyarrow as pa
 
-from epochlog.client.record_fields import (
-    Buffer,
-    Fields,
-    Headers,
-    WalkedBatch,
-    decode_walked,
-    walk_batches,
-)
+from epochlog.client.record_fields import Buffer, WalkedBatch, decode_walked, walk_batches
 from epochlog.protocol.errors import ErrorCode, KafkaError
+from epochlog.protocol.record_columns import Fields, Headers
 
 __all__ = [
     "ARROW_SCHEMA",

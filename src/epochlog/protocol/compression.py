@@ -7,6 +7,7 @@ librdkafka sends plain raw snappy, so decompression accepts both.
 
 from __future__ import annotations
 
+import mmap
 import struct
 from collections.abc import Callable
 
@@ -139,3 +140,87 @@ def decompress(codec: int, data: Buffer) -> bytes:
     except Exception as exc:  # cramjam raises DecompressionError, and others on odd input
         name = CODEC_NAMES[codec]
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"cannot decompress {name}: {exc}") from exc
+
+
+# Codecs whose whole stream cramjam writes into a caller's buffer, stopping (with an
+# error) when the buffer is full: the bound costs nothing while data fits.
+_DECOMPRESS_INTO: dict[int, Callable[[Buffer, Buffer], int]] = {
+    GZIP: cramjam.gzip.decompress_into,
+    LZ4: cramjam.lz4.decompress_into,
+    ZSTD: cramjam.zstd.decompress_into,
+}
+# What a mapping keeps resident after a large output, before it is given back.
+_KEEP_RESIDENT = 4 << 20
+
+
+class BoundedDecompressor:
+    """Decompresses records sections into one reusable anonymous mapping of ``limit``
+    bytes, so that no input (a 65 KB gzip bomb of 64 MiB, say) makes more than
+    ``limit`` bytes resident: what does not fit is refused as MESSAGE_TOO_LARGE. The
+    mapping's untouched pages cost nothing; pages used by a large output are given
+    back. A view returned is valid until the next call."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._buffer = mmap.mmap(-1, max(limit, 1))
+        self._dirty = 0
+
+    def decompress(self, codec: int, data: Buffer) -> memoryview:
+        if codec not in _DECOMPRESSORS or codec == NONE:
+            raise _unsupported(codec)
+        if self._dirty > _KEEP_RESIDENT:
+            self._buffer.madvise(mmap.MADV_DONTNEED)
+        try:
+            if codec == SNAPPY:
+                size = self._snappy_into(memoryview(data))
+            else:
+                size = _DECOMPRESS_INTO[codec](data, self._buffer)
+        except KafkaError:
+            raise
+        except Exception as exc:  # cramjam's DecompressionError, and others on odd input
+            if "whole buffer" in str(exc):
+                raise self._too_large(codec) from None
+            name = CODEC_NAMES[codec]
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"cannot decompress {name}: {exc}") from exc
+        self._dirty = max(self._dirty, size)
+        return memoryview(self._buffer)[:size]
+
+    def _too_large(self, codec: int) -> KafkaError:
+        return KafkaError(
+            ErrorCode.MESSAGE_TOO_LARGE,
+            f"{CODEC_NAMES[codec]} records decompress to more than "
+            f"message.max.decompressed.bytes={self.limit}",
+        )
+
+    def _snappy_into(self, view: memoryview) -> int:
+        """Raw snappy and xerial blocks state their decompressed length up front: it is
+        checked before anything is decompressed."""
+        snappy = cramjam.snappy
+        if len(view) < _XERIAL_HEADER_SIZE or view[:8] != XERIAL_MAGIC:
+            blocks = [view]
+        else:
+            blocks = []
+            pos = _XERIAL_HEADER_SIZE
+            end = len(view)
+            while pos < end:
+                if end - pos < 4:
+                    raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "xerial snappy block cut short")
+                (length,) = _INT32.unpack_from(view, pos)
+                pos += 4
+                if length < 0 or pos + length > end:
+                    raise KafkaError(
+                        ErrorCode.CORRUPT_MESSAGE, f"xerial snappy block length {length}"
+                    )
+                blocks.append(view[pos : pos + length])
+                pos += length
+        out = memoryview(self._buffer)
+        try:
+            at = 0
+            for block in blocks:
+                size = snappy.decompress_raw_len(block)
+                if at + size > self.limit:
+                    raise self._too_large(SNAPPY)
+                at += snappy.decompress_raw_into(block, out[at:])
+            return at
+        finally:
+            out.release()

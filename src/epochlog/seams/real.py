@@ -141,6 +141,9 @@ class StreamConnection:
         self._writer.writelines(buffers)
 
     async def send_file(self, file: object, offset: int, count: int) -> None:
+        if self._writer.transport.is_closing():
+            # The peer left while the response was prepared (a long-poll fetch).
+            raise ConnectionResetError("connection closed before the response was sent")
         fd = file.fileno()  # type: ignore[attr-defined]
         if fd is not None and StreamConnection._native_sendfile:
             loop = asyncio.get_running_loop()

@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from epochlog.protocol.batch import HEADER_SIZE, BatchHeader, read_header
-from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.protocol.records import Record, build_batch, iter_records
 from epochlog.seams import Clock, Disk
 from epochlog.storage.segment import (
@@ -60,22 +59,6 @@ MAX_RELATIVE_OFFSET = 0x7FFFFFFF
 _BYTES_PER_MAP_ENTRY = 24
 
 logger = logging.getLogger("epochlog.storage")
-
-
-def reject_null_keys(records: bytearray, batches: list[tuple[int, BatchHeader]]) -> None:
-    """A compacted topic needs a key on every record (Kafka: INVALID_RECORD); the only
-    place produced records are decoded, and only for ``compact`` topics."""
-    view = memoryview(records)
-    for position, header in batches:
-        if header.is_control:
-            continue
-        for record in iter_records(view[position : position + header.size], check_crc=False):
-            if record.key is None:
-                raise KafkaError(
-                    ErrorCode.INVALID_RECORD,
-                    f"record at offset delta {record.offset - header.base_offset} has no key; "
-                    "a compacted topic requires one",
-                )
 
 
 @dataclass

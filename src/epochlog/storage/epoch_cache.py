@@ -38,6 +38,11 @@ class LeaderEpochCache:
             epoch, offset = line.split()
             self._epochs.append(int(epoch))
             self._offsets.append(int(offset))
+        pairs = list(zip(self._epochs, self._offsets, strict=True))
+        if any(e < 0 or o < 0 for e, o in pairs) or any(
+            b[0] <= a[0] or b[1] <= a[1] for a, b in zip(pairs, pairs[1:], strict=False)
+        ):
+            raise ValueError(f"{self._path}: entries do not strictly increase")
 
     def entries(self) -> list[tuple[int, int]]:
         return list(zip(self._epochs, self._offsets, strict=True))

@@ -14,6 +14,8 @@ import struct
 from abc import ABC, abstractmethod
 from array import array
 
+import numpy as np
+
 from epochlog.seams import Disk, FileHandle
 
 _OFFSET_ENTRY = struct.Struct(">ii")
@@ -164,10 +166,23 @@ class OffsetIndex(_SparseIndex):
         self.truncate_entries(self._floor(offset - 1) + 1)
 
     def sanity_check(self, log_size: int) -> None:
+        """Every entry, not only the last (Kafka's check): offsets and positions strictly
+        increase and stay inside the segment, so no lookup can land outside a file or
+        go backwards. Whether entries point at batches is checked by the segment."""
         self._check_size()
-        last = self.last_entry()
-        if last is not None and (last[0] < self.base_offset or last[1] > log_size):
-            raise IndexCorrupt(f"{self.path}: last entry {last} outside the segment")
+        entries = self._all_entries()
+        if not entries.size:
+            return
+        offsets, positions = entries[:, 0], entries[:, 1]
+        if offsets[0] < 0 or positions[0] < 0 or positions[-1] >= max(log_size, 1):
+            raise IndexCorrupt(f"{self.path}: an entry lies outside the segment")
+        if (np.diff(offsets) <= 0).any() or (np.diff(positions) <= 0).any():
+            raise IndexCorrupt(f"{self.path}: entries out of order")
+
+    def _all_entries(self) -> np.ndarray:
+        """(relative offset, position) rows."""
+        data = self._file.pread(self._file.size(), 0)
+        return np.frombuffer(data, dtype=">i4").reshape(-1, 2).astype(np.int64)
 
 
 class TimeIndex(_SparseIndex):
@@ -209,8 +224,16 @@ class TimeIndex(_SparseIndex):
         if keep != n:
             self.truncate_entries(keep)
 
-    def sanity_check(self, log_size: int) -> None:
+    def sanity_check(self, next_offset: int) -> None:
+        """Every entry: timestamps and offsets never decrease, and offsets stay below
+        the segment's ``next_offset``."""
         self._check_size()
-        last = self.last_entry()
-        if last is not None and last[1] < self.base_offset:
-            raise IndexCorrupt(f"{self.path}: last entry {last} before the segment")
+        data = self._file.pread(self._file.size(), 0)
+        if not data:
+            return
+        rows = np.frombuffer(data, dtype=np.dtype([("ts", ">i8"), ("rel", ">i4")]))
+        stamps, offsets = rows["ts"].astype(np.int64), rows["rel"].astype(np.int64)
+        if offsets[0] < 0 or self.base_offset + offsets[-1] >= max(next_offset, 1):
+            raise IndexCorrupt(f"{self.path}: an entry lies outside the segment")
+        if (np.diff(stamps) < 0).any() or (np.diff(offsets) < 0).any():
+            raise IndexCorrupt(f"{self.path}: entries out of order")

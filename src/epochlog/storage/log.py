@@ -21,9 +21,10 @@ from epochlog.protocol.batch import (
     read_header,
 )
 from epochlog.protocol.errors import ErrorCode, KafkaError
+from epochlog.protocol.record_validation import RecordValidator, default_validator
 from epochlog.seams import Clock, Disk
-from epochlog.storage.cleaner import reject_null_keys
 from epochlog.storage.config import LogConfig
+from epochlog.storage.damage import DamageCut, quarantine_damaged_tail
 from epochlog.storage.epoch_cache import LeaderEpochCache
 from epochlog.storage.log_loader import LogLoader
 from epochlog.storage.log_reader import LogReader
@@ -31,7 +32,7 @@ from epochlog.storage.log_transactions import index_aborted, markers_of, rebuild
 from epochlog.storage.producer_state import AppendOrigin, ProducerStateManager
 from epochlog.storage.quarantine import Quarantine
 from epochlog.storage.results import AppendResult, OffsetAndEpoch, ReadResult, TruncatedRange
-from epochlog.storage.segment import LogSegment
+from epochlog.storage.segment import DamagedBatch, LogSegment
 
 PARTITION_METADATA_FILE = "partition.metadata"
 MAX_RELATIVE_OFFSET = 0x7FFFFFFF
@@ -67,6 +68,7 @@ class Log:
         epoch_cache: LeaderEpochCache,
         log_start_offset: int,
         recovery_point: int,
+        validator: RecordValidator | None = None,
     ) -> None:
         self.disk = disk
         self.clock = clock
@@ -79,6 +81,9 @@ class Log:
         self._epoch_cache = epoch_cache
         self._log_start_offset = log_start_offset
         self._recovery_point = recovery_point
+        self._validator = validator or default_validator()
+        # What damage found on disk removed in this run (for the partition and operators).
+        self.damage_cuts: list[DamageCut] = []
         self.quarantine = Quarantine(disk, clock, directory)
         self.producer_state = ProducerStateManager(disk, directory)
         self._reader = LogReader(self)
@@ -101,6 +106,7 @@ class Log:
         recovery_point: int = 0,
         log_start_offset: int = 0,
         clean_shutdown: bool = False,
+        validator: RecordValidator | None = None,
     ) -> Log:
         """Load (and unless shut down cleanly, recover) the partition in ``directory``."""
         quarantine = Quarantine(disk, clock, directory)
@@ -118,8 +124,12 @@ class Log:
             loaded.epoch_cache,
             loaded.log_start_offset,
             loaded.recovery_point,
+            validator,
         )
-        rebuild_producer_state(log)
+        try:
+            rebuild_producer_state(log)
+        except DamagedBatch as damage:
+            log.cut_at_damage(damage, "a damaged header found at startup")
         log._load_partition_metadata()
         return log
 
@@ -196,8 +206,8 @@ class Log:
         """Validate, assign offsets and epoch, and write a produced record set (or, from
         a coordinator, transaction markers)."""
         batches = self._check_batches(records)
-        if self._config.compact:
-            reject_null_keys(records, batches)
+        if origin == AppendOrigin.CLIENT:
+            self._validator.validate(records, batches, require_keys=self._config.compact)
         markers = markers_of(records, batches, origin)
         pending = self.producer_state.begin()
         for position, header in batches:
@@ -415,6 +425,32 @@ class Log:
         self.producer_state.delete_snapshots()
         self._recovery_point = offset
         return removed
+
+    def cut_at_damage(self, damage: DamagedBatch, context: str) -> DamageCut:
+        """End the log before a damaged batch: it and everything after it go to one
+        quarantine entry (``storage/damage.py``), and the log's state is rebuilt."""
+        while True:
+            index = next(i for i, s in enumerate(self._segments) if s is damage.segment)
+            cut = quarantine_damaged_tail(
+                self.quarantine,
+                self._segments,
+                index,
+                damage.position,
+                damage.reason,
+                f"{self.topic}-{self.partition}: {context}",
+            )
+            for segment in self._segments[index + 1 :]:
+                segment.delete()
+            del self._segments[index + 1 :]
+            del self._bases[index + 1 :]
+            damage.segment.cut_at(damage.position)
+            damage.segment.activate()
+            self.damage_cuts.append(cut)
+            try:
+                self._after_truncation()
+                return cut
+            except DamagedBatch as again:  # found while replaying headers
+                damage = again
 
     def _after_truncation(self) -> None:
         end = self.log_end_offset

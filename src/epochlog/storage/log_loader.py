@@ -3,25 +3,29 @@
 A log cleaner's swap cut short by a crash is finished or discarded first. Unless the
 broker shut down cleanly, every batch after the recovery point is re-validated
 (structure and CRC32C). The first bad batch and everything after it is cut, its bytes
-kept in quarantine, and exactly what was cut is logged. Indexes of recovered segments,
+kept in quarantine, and exactly what was cut is logged (``storage/damage.py``, shared
+with damage found later by a read). Indexes of recovered segments,
 and any index failing its sanity check, are rebuilt from the log.
 """
 
 from __future__ import annotations
 
+import bisect
 import logging
 from dataclasses import dataclass
 
-from epochlog.protocol.batch import HEADER_SIZE, BatchHeader, read_header
+from epochlog.protocol.batch import BatchHeader
 from epochlog.protocol.errors import KafkaError
 from epochlog.seams import Clock, Disk
 from epochlog.storage.cleaner import finish_interrupted_swaps
+from epochlog.storage.damage import quarantine_damaged_tail
 from epochlog.storage.epoch_cache import CHECKPOINT_FILE, LeaderEpochCache
 from epochlog.storage.index import IndexCorrupt
 from epochlog.storage.quarantine import Quarantine
 from epochlog.storage.segment import (
     INDEX_SUFFIX,
     TIME_INDEX_SUFFIX,
+    DamagedBatch,
     LogSegment,
     parse_segment_name,
     segment_name,
@@ -85,10 +89,7 @@ class LogLoader:
                     continue
                 except (IndexCorrupt, KafkaError) as exc:
                     logger.warning("%s: rebuilding indexes: %s", segment.log_path, exc)
-            if self._recover_segment(segment, epoch_cache):
-                # Cut inside this segment: later segments cannot follow a hole.
-                for later in bases[i + 1 :]:
-                    self._quarantine_whole_segment(later, "follows a corrupt segment")
+            if self._recover_segment(segment, bases[i + 1 :], epoch_cache):
                 break
         if not segments:
             segments.append(self._new_segment(log_start_offset))
@@ -96,10 +97,22 @@ class LogLoader:
         if segments[-1].size == 0 and len(segments) > 1:
             log_end = max(log_end, segments[-2].next_offset)
         log_start = max(log_start_offset, segments[0].base_offset)
+        if epochs_ok:
+            disagreement = _epochs_disagree(epoch_cache, segments, log_end)
+            if disagreement is not None:
+                logger.warning(
+                    "%s/%s disagrees with the batches (%s): rebuilding it from the log",
+                    self.directory,
+                    CHECKPOINT_FILE,
+                    disagreement,
+                )
+                epoch_cache.clear()
+                epochs_ok = False
         if not epochs_ok:
-            for segment in segments:
-                for _, header in segment.iter_headers():
-                    epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+            self._rebuild_epochs(segments, epoch_cache)
+            log_end = segments[-1].next_offset
+            if segments[-1].size == 0 and len(segments) > 1:
+                log_end = max(log_end, segments[-2].next_offset)
         epoch_cache.truncate_from_end(log_end)
         epoch_cache.truncate_from_start(log_start)
         for segment in segments[:-1]:
@@ -107,6 +120,22 @@ class LogLoader:
         segments[-1].activate()
         point = log_end if clean_shutdown else min(recovery_point, log_end)
         return LoadedLog(segments, epoch_cache, log_start, point)
+
+    def _rebuild_epochs(self, segments: list[LogSegment], epoch_cache: LeaderEpochCache) -> None:
+        """Every batch header's epoch; a header that does not parse cuts the log there."""
+        for index, segment in enumerate(segments):
+            try:
+                for _, header in segment.iter_headers():
+                    epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+            except DamagedBatch as damage:
+                quarantine_damaged_tail(
+                    self.quarantine, segments, index, damage.position, damage.reason, "startup"
+                )
+                for dropped in segments[index + 1 :]:
+                    dropped.delete()
+                del segments[index + 1 :]
+                segment.cut_at(damage.position)
+                return
 
     def _scan_directory(self) -> list[int]:
         """Base offsets of the segments present; leftovers of interrupted writes removed."""
@@ -130,8 +159,11 @@ class LogLoader:
             self.disk.remove(path)
             return LeaderEpochCache(self.disk, path), False
 
-    def _recover_segment(self, segment: LogSegment, epoch_cache: LeaderEpochCache) -> bool:
-        """Re-validate one segment; cut and quarantine a bad tail. True if it cut."""
+    def _recover_segment(
+        self, segment: LogSegment, later_bases: list[int], epoch_cache: LeaderEpochCache
+    ) -> bool:
+        """Re-validate one segment; on a bad batch, cut there (it, the rest of the
+        segment and every later segment go to quarantine). True if it cut."""
 
         def on_batch(_position: int, header: BatchHeader) -> None:
             epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
@@ -139,56 +171,47 @@ class LogLoader:
         bad = segment.recover(on_batch)
         if bad is None:
             return False
-        size = segment.size
-        first_offset = segment.next_offset
-        last_offset = self._guess_last_offset(segment, bad.position)
-        path = self.quarantine.keep(
-            f"{first_offset:020d}-recovery-{segment_name(segment.base_offset)}-{bad.position}",
-            [(segment.file, bad.position, size - bad.position)],
-            {
-                "reason": f"recovery: {bad.reason}",
-                "segment": segment.log_path,
-                "position": bad.position,
-                "first_offset": first_offset,
-                "last_offset_claimed": last_offset,
-            },
-        )
-        logger.warning(
-            "recovery cut %s at position %d (%d bytes; offsets from %d, last claimed %s): "
-            "%s; bytes kept in %s",
-            segment.log_path,
+        later = [self._new_segment(base) for base in later_bases]
+        quarantine_damaged_tail(
+            self.quarantine,
+            [segment, *later],
+            0,
             bad.position,
-            size - bad.position,
-            first_offset,
-            last_offset,
             bad.reason,
-            path,
+            "recovery",
+            logging.WARNING,
         )
+        for dropped in later:
+            dropped.delete()
         segment.cut_at(bad.position)
         return True
 
-    def _guess_last_offset(self, segment: LogSegment, position: int) -> int | None:
-        """The last offset the bad batch's header claims, if its header still parses."""
-        try:
-            return read_header(segment.file.pread(HEADER_SIZE, position)).last_offset
-        except KafkaError:
-            return None
 
-    def _quarantine_whole_segment(self, base: int, reason: str) -> None:
-        stem = f"{self.directory}/{segment_name(base)}"
-        segment = self._new_segment(base)
-        size = segment.size
-        path = self.quarantine.keep(
-            f"{base:020d}-recovery-segment",
-            [(segment.file, 0, size)],
-            {"reason": f"recovery: {reason}", "segment": segment.log_path, "first_offset": base},
-        )
-        logger.warning(
-            "recovery removed segment %s (%d bytes from offset %d): %s; bytes kept in %s",
-            stem,
-            size,
-            base,
-            reason,
-            path,
-        )
-        segment.delete()
+def _epochs_disagree(
+    epoch_cache: LeaderEpochCache, segments: list[LogSegment], log_end: int
+) -> str | None:
+    """Why a well-formed checkpoint is wrong, or None: each epoch's first and last
+    batch must carry that epoch (checked through the index, a few reads per epoch)."""
+    entries = epoch_cache.entries()
+    bases = [s.base_offset for s in segments]
+
+    def epoch_at(offset: int) -> int | None:
+        segment = segments[max(0, bisect.bisect_right(bases, offset) - 1)]
+        found = segment.find_batch(offset)
+        if found is None or found[1].base_offset > offset:
+            return None
+        return found[1].partition_leader_epoch
+
+    try:
+        for i, (epoch, start) in enumerate(entries):
+            end = entries[i + 1][1] if i + 1 < len(entries) else log_end
+            if start >= log_end:
+                break
+            first, last = epoch_at(start), epoch_at(min(end, log_end) - 1)
+            if first is not None and first != epoch:
+                return f"epoch {epoch} from offset {start}, but that batch has epoch {first}"
+            if last is not None and last != epoch:
+                return f"epoch {epoch} up to offset {end - 1}, but that batch has epoch {last}"
+    except DamagedBatch as damage:
+        return str(damage)
+    return None

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from epochlog.protocol.record_validation import DEFAULT_MAX_DECOMPRESSED_BYTES, RecordValidator
 from epochlog.seams import Clock, Disk
 from epochlog.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -50,6 +51,9 @@ class LogManagerSettings:
     cleaner_backoff_ms: int = 15_000
     cleaner_dedupe_buffer_size: int = 134_217_728
     file_delete_delay_ms: int = 60_000
+    # epochlog's own (Kafka decompresses in a stream): what one produced batch may
+    # decompress to while it is validated.
+    message_max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> LogManagerSettings:
@@ -69,6 +73,7 @@ class LogManagerSettings:
             ("log.cleaner.backoff.ms", "cleaner_backoff_ms"),
             ("log.cleaner.dedupe.buffer.size", "cleaner_dedupe_buffer_size"),
             ("file.delete.delay.ms", "file_delete_delay_ms"),
+            ("message.max.decompressed.bytes", "message_max_decompressed_bytes"),
         ]
         values: dict[str, int | bool] = {}
         if "log.cleaner.enable" in props:
@@ -124,6 +129,7 @@ class LogManager:
         )
         self._first_dirty: dict[TopicPartition, int] = {}
         self._warned_no_hw = False
+        self.validator = RecordValidator(self.settings.message_max_decompressed_bytes)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -157,6 +163,7 @@ class LogManager:
                     recovery_point=recovery.get(tp, 0),
                     log_start_offset=starts.get(tp, 0),
                     clean_shutdown=clean,
+                    validator=self.validator,
                 )
                 self._dir_of[tp] = log_dir
             clear_clean_shutdown(self.disk, log_dir)
@@ -209,6 +216,7 @@ class LogManager:
                 topic,
                 partition,
                 config or self.default_config,
+                validator=self.validator,
             )
             self._logs[tp] = log
             self._dir_of[tp] = log_dir

@@ -14,7 +14,7 @@ from epochlog.protocol.batch import BatchHeader
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.protocol.records import iter_records
 from epochlog.storage.results import OffsetAndEpoch, ReadResult
-from epochlog.storage.segment import FileSlice, LogSegment
+from epochlog.storage.segment import DamagedBatch, FileSlice, LogSegment
 
 if TYPE_CHECKING:
     from epochlog.storage.log import Log
@@ -48,7 +48,20 @@ class LogReader:
         and within ``max_bytes``, except that ``min_one_batch`` lets a first batch larger
         than ``max_bytes`` through (so a consumer can always make progress). Raises
         OFFSET_OUT_OF_RANGE outside [log start, log end].
+
+        Batches found on disk at startup and not yet checked in this run are CRC-checked
+        first; a damaged one is never served: the log is cut there (``Log.cut_at_damage``)
+        and the read answers from what is left.
         """
+        while True:
+            try:
+                return self._read(start_offset, max_bytes, max_offset, min_one_batch)
+            except DamagedBatch as damage:
+                self._log.cut_at_damage(damage, "a read's CRC check")
+
+    def _read(
+        self, start_offset: int, max_bytes: int, max_offset: int | None, min_one_batch: bool
+    ) -> ReadResult:
         log = self._log
         start, end = log.log_start_offset, log.log_end_offset
         if start_offset < start or start_offset > end:
@@ -72,6 +85,7 @@ class LogReader:
                 if not min_one_batch:
                     return empty
                 size = first.size
+            segment.check(first_position, first_position + size)
             return ReadResult([FileSlice(segment.file, first_position, size)], start, end)
         return empty
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from epochlog.protocol.batch import HEADER_SIZE, BatchHeader, read_header, validate_batch
-from epochlog.protocol.errors import KafkaError
+from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.seams import Disk, FileHandle
 from epochlog.storage.index import IndexCorrupt, OffsetIndex, TimeIndex
 from epochlog.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
@@ -45,6 +45,18 @@ class FileSlice:
     file: FileHandle
     position: int
     size: int
+
+
+class DamagedBatch(KafkaError):
+    """A batch on disk that fails its checks: which segment, where, and why."""
+
+    def __init__(self, segment: LogSegment, position: int, reason: str) -> None:
+        super().__init__(
+            ErrorCode.CORRUPT_MESSAGE, f"{segment.log_path} at byte {position}: {reason}"
+        )
+        self.segment = segment
+        self.position = position
+        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +93,10 @@ class LogSegment:
         self.offset_of_max_timestamp = base_offset
         self.first_batch_timestamp = NO_TIMESTAMP
         self._bytes_since_index = 0
+        # Bytes below this were on disk before this run and are CRC-checked when first
+        # read (or by recovery); bytes appended in this run were checked on the way in.
+        self._unchecked_end = self.file.size()
+        self._checked: list[tuple[int, int]] = []
 
     # -- loading -----------------------------------------------------------------------
 
@@ -91,19 +107,39 @@ class LogSegment:
         """
         size = self.file.size()
         self.offset_index.sanity_check(size)
-        self.time_index.sanity_check(size)
+        self._check_index_points_at_batches()
         last_time = self.time_index.last_entry()
         if last_time is not None:
             self.max_timestamp, self.offset_of_max_timestamp = last_time
         _, position = self.offset_index.lookup(1 << 62)
-        if position > size:
-            raise IndexCorrupt(f"{self.offset_index.path}: position {position} beyond log")
         self._bytes_since_index = 0
-        for _, header in self.iter_headers(position):
+        end = position
+        for at, header in self.iter_headers(position):
             self._observe(header)
             self._bytes_since_index += header.size
+            end = at + header.size
+        if end != size:
+            raise IndexCorrupt(f"{self.log_path}: {size - end} bytes after the last whole batch")
+        self.time_index.sanity_check(self.next_offset)
         first = self.first_header()
         self.first_batch_timestamp = first.max_timestamp if first else NO_TIMESTAMP
+
+    def _check_index_points_at_batches(self, samples: int = 64) -> None:
+        """Entries (a spread of them, and the last) name the last offset of the batch
+        that starts at their position."""
+        count = self.offset_index.entries
+        picks = {count - 1, *range(0, count, max(1, count // samples))} if count else set()
+        for i in sorted(picks):
+            offset, position = self.offset_index.entry_at(i)
+            try:
+                header = read_header(self.file.pread(HEADER_SIZE, position))
+            except KafkaError:
+                header = None
+            if header is None or header.last_offset != offset:
+                raise IndexCorrupt(
+                    f"{self.offset_index.path}: entry {i} ({offset} at {position}) "
+                    "does not point at its batch"
+                )
 
     def recover(self, on_batch: Callable[[int, BatchHeader], None]) -> BadTail | None:
         """Re-validate every batch, rebuild both indexes, and report the first bad batch.
@@ -125,15 +161,19 @@ class LogSegment:
             try:
                 header = read_header(head)
                 if position + header.size > size:
+                    self._unchecked_end = 0
                     return BadTail(position, "batch cut short (torn write)")
                 validate_batch(self.file.pread(header.size, position))
             except KafkaError as exc:
+                self._unchecked_end = 0
                 return BadTail(position, exc.message or exc.code.name)
             if header.base_offset < self.next_offset:
+                self._unchecked_end = 0
                 return BadTail(position, f"offset {header.base_offset} goes backwards")
             self._index_batch(position, header)
             on_batch(position, header)
             position += header.size
+        self._unchecked_end = 0
         return None
 
     # -- appending ---------------------------------------------------------------------
@@ -177,7 +217,10 @@ class LogSegment:
         """(position, header) of each batch from ``position``, reading only headers."""
         limit = self.file.size() if end is None else end
         while position + HEADER_SIZE <= limit:
-            header = read_header(self.file.pread(HEADER_SIZE, position))
+            try:
+                header = read_header(self.file.pread(HEADER_SIZE, position))
+            except KafkaError as exc:
+                raise DamagedBatch(self, position, exc.message or exc.code.name) from None
             if position + header.size > limit:
                 return
             yield position, header
@@ -205,6 +248,46 @@ class LogSegment:
                 return found
         return None
 
+    def check(self, position: int, end: int) -> None:
+        """CRC-check the whole batches in [position, end) that this run has not checked
+        yet (data found on disk at startup without recovery); raises DamagedBatch at
+        the first bad one. Each byte is checked at most once per run."""
+        for start, stop in self._unchecked_gaps(position, min(end, self._unchecked_end)):
+            data = self.file.pread(stop - start, start)
+            at = 0
+            try:
+                while at < len(data):
+                    at += validate_batch(data, at).size
+            except KafkaError as exc:
+                self._mark_checked(start, start + at)
+                raise DamagedBatch(self, start + at, exc.message or exc.code.name) from None
+            self._mark_checked(start, stop)
+
+    def _unchecked_gaps(self, position: int, end: int) -> list[tuple[int, int]]:
+        gaps = []
+        for a, b in self._checked:
+            if position >= end:
+                break
+            if b <= position:
+                continue
+            if a > position:
+                gaps.append((position, min(a, end)))
+            position = max(position, b)
+        if position < end:
+            gaps.append((position, end))
+        return gaps
+
+    def _mark_checked(self, start: int, stop: int) -> None:
+        if stop <= start:
+            return
+        merged: list[tuple[int, int]] = []
+        for a, b in sorted([*self._checked, (start, stop)]):
+            if merged and a <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+            else:
+                merged.append((a, b))
+        self._checked = merged
+
     def time_waited_for_roll(self, now_ms: int, incoming_timestamp: int | None) -> int:
         """How long this segment has been open, in Kafka's sense (first batch timestamp)."""
         if self.first_batch_timestamp >= 0:
@@ -227,9 +310,11 @@ class LogSegment:
     def cut_at(self, position: int) -> None:
         """Drop the file from ``position`` and the index entries that point past it."""
         self.file.truncate(position)
+        self._unchecked_end = min(self._unchecked_end, position)
+        self._checked = [(a, min(b, position)) for a, b in self._checked if a < position]
         keep = self.offset_index.entries_before_position(position)
         self.offset_index.truncate_entries(keep)
-        cut_offset = self._next_offset_before(position)
+        cut_offset = self.offset_at_position(position)
         self.time_index.truncate_to_offset(cut_offset)
         self.txn_index.truncate_from(cut_offset)
         self.next_offset = self.base_offset
@@ -237,7 +322,9 @@ class LogSegment:
         self.offset_of_max_timestamp = self.base_offset
         self.load_state()
 
-    def _next_offset_before(self, position: int) -> int:
+    def offset_at_position(self, position: int) -> int:
+        """The offset the batch at ``position`` should start at: where the batches
+        before it end."""
         next_offset = self.base_offset
         keep = self.offset_index.entries_before_position(position)
         start = self.offset_index.entry_at(keep - 1)[1] if keep else 0

@@ -6,7 +6,7 @@ from typing import Any
 
 from kafka.protocol.admin import CreatePartitionsResponse
 
-from epochlog.broker.responses import error_code
+from epochlog.broker.responses import check_partitions_per_request, error_code
 from epochlog.protocol.apis import RequestFrame
 from epochlog.protocol.errors import ErrorCode, KafkaError
 
@@ -40,7 +40,27 @@ async def _grow(broker: Any, wanted: Any, validate_only: bool) -> Any:
     return result
 
 
+def _partitions_added(broker: Any, wanted: Any) -> int:
+    topic = broker.metadata_cache.topic(wanted.name)
+    current = len(topic.partitions) if topic is not None else 0
+    return max(0, wanted.count - current)
+
+
 async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+    try:
+        check_partitions_per_request(
+            broker, sum(_partitions_added(broker, t) for t in request.topics)
+        )
+    except KafkaError as exc:
+        return CreatePartitionsResponse(
+            throttle_time_ms=0,
+            results=[
+                CreatePartitionsResponse.CreatePartitionsTopicResult(
+                    name=t.name, error_code=exc.code, error_message=exc.message
+                )
+                for t in request.topics
+            ],
+        )
     return CreatePartitionsResponse(
         throttle_time_ms=0,
         results=[await _grow(broker, t, bool(request.validate_only)) for t in request.topics],

@@ -6,7 +6,7 @@ from typing import Any
 
 from kafka.protocol.admin import CreateTopicsResponse
 
-from epochlog.broker.responses import error_code
+from epochlog.broker.responses import check_partitions_per_request, error_code
 from epochlog.protocol.apis import RequestFrame
 from epochlog.protocol.errors import ErrorCode, KafkaError
 
@@ -53,9 +53,36 @@ async def _create_one(broker: Any, wanted: Any, validate_only: bool, timeout_s: 
     return result
 
 
+def _partitions_asked(broker: Any, wanted: Any) -> int:
+    if wanted.assignments:
+        return len(wanted.assignments)
+    if wanted.num_partitions == -1:
+        return broker.config.get_int("num.partitions")
+    return max(0, wanted.num_partitions)
+
+
+def _refused(wanted: Any, exc: KafkaError) -> Any:
+    return CreateTopicsResponse.CreatableTopicResult(
+        name=wanted.name,
+        error_code=exc.code,
+        error_message=exc.message,
+        num_partitions=-1,
+        replication_factor=-1,
+        configs=None,
+    )
+
+
 async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
     validate_only = bool(request.validate_only) if version >= 1 else False
     timeout_s = max(0, request.timeout_ms) / 1000
+    try:
+        check_partitions_per_request(
+            broker, sum(_partitions_asked(broker, t) for t in request.topics)
+        )
+    except KafkaError as exc:
+        return CreateTopicsResponse(
+            throttle_time_ms=0, topics=[_refused(t, exc) for t in request.topics]
+        )
     return CreateTopicsResponse(
         throttle_time_ms=0,
         topics=[await _create_one(broker, t, validate_only, timeout_s) for t in request.topics],

@@ -11,19 +11,38 @@ from epochlog.broker.responses import error_code
 from epochlog.protocol.apis import RequestFrame
 from epochlog.protocol.batch import read_header
 from epochlog.protocol.errors import ErrorCode, KafkaError
+from epochlog.protocol.record_validation import RecordErrors
 from epochlog.replication.replica_manager import ACKS_ALL, AckWait
 
 log = logging.getLogger("epochlog.produce")
 
 
-def _partition_response(index: int, code: ErrorCode, message: str | None = None) -> Any:
-    return ProduceResponse.TopicProduceResponse.PartitionProduceResponse(
+_Partition = ProduceResponse.TopicProduceResponse.PartitionProduceResponse
+# Errors that mean the producer sent bad data: worth a log line naming the partition.
+_REFUSED_DATA = (
+    ErrorCode.CORRUPT_MESSAGE,
+    ErrorCode.INVALID_RECORD,
+    ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+    ErrorCode.MESSAGE_TOO_LARGE,
+)
+
+
+def _partition_response(
+    index: int,
+    code: ErrorCode,
+    message: str | None = None,
+    record_errors: list[tuple[int, str]] | None = None,
+) -> Any:
+    return _Partition(
         index=index,
         error_code=code,
         base_offset=-1,
         log_append_time_ms=-1,
         log_start_offset=-1,
-        record_errors=[],
+        record_errors=[
+            _Partition.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=text)
+            for i, text in record_errors or ()
+        ],
         error_message=message,
     )
 
@@ -40,11 +59,12 @@ def _produce_one(
         result = broker.replica_manager.append(partition, bytearray(records), acks)
     except Exception as exc:
         code = error_code(exc)
-        if code in (ErrorCode.CORRUPT_MESSAGE, ErrorCode.INVALID_RECORD):
-            log.warning("rejected produce to %s-%d: %s", topic, index, exc)
+        if code in _REFUSED_DATA:
+            log.warning("refused produce to %s-%d: %s", topic, index, exc)
         message = str(exc) if isinstance(exc, KafkaError) else None
-        return _partition_response(index, code, message), None
-    answer = ProduceResponse.TopicProduceResponse.PartitionProduceResponse(
+        record_errors = exc.record_errors if isinstance(exc, RecordErrors) else None
+        return _partition_response(index, code, message, record_errors), None
+    answer = _Partition(
         index=index,
         error_code=ErrorCode.NONE,
         base_offset=result.base_offset,
