@@ -316,3 +316,25 @@ def test_requests_for_too_many_partitions_are_refused_whole_before_any_work(
             await conn.close()
 
     run(scenario)
+
+
+def test_a_large_create_topics_leaves_the_broker_answering_meanwhile(tmp_path: Path) -> None:
+    """Heavy admin work goes in steps: while 2,000 partitions are created, ApiVersions
+    from another client is still answered, never held for anything like a session."""
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path) as broker:
+            admin, other = await connect(broker), await connect(broker)
+            creating = asyncio.create_task(admin.send(_create_topics(("wide", 2000)), 4))
+            longest = 0.0
+            while not creating.done():
+                started = asyncio.get_running_loop().time()
+                await other.send(ApiVersionsRequest(), 0)
+                longest = max(longest, asyncio.get_running_loop().time() - started)
+                await asyncio.sleep(0.02)
+            assert (await creating).topics[0].error_code == ErrorCode.NONE
+            assert longest < 2.0, f"ApiVersions waited {longest:.2f} s during CreateTopics"
+            await admin.close()
+            await other.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 300))

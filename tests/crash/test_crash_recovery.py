@@ -176,3 +176,35 @@ def test_damaged_segment_tail_is_cut_at_restart_and_log_continues(
     again = confluent_consume(broker.bootstrap, topic)
     assert len(again) == good + 1
     assert again[:good] == got
+
+
+def test_damage_after_a_clean_shutdown_is_found_by_the_first_read_and_never_served(
+    broker_factory: BrokerFactory,
+) -> None:
+    """After a clean shutdown nothing is re-validated at startup (as in Kafka): the
+    damaged batch is CRC-checked the first time a read reaches it, and cut there."""
+    broker = broker_factory()
+    topic = "clean-then-damaged"
+    create_topic(broker.bootstrap, topic)
+    recs = _fill_in_batches(broker, topic, batches=12, per_batch=250)
+    broker.stop()
+    (segment,) = segment_files(broker.log_dir, topic)[-1:]
+    spans = batch_spans(segment)
+    victim = spans[len(spans) // 2]
+    flip_bytes(segment, victim.position + 61 + (victim.size - 61) // 2)
+
+    broker.restart()
+    good = victim.base_offset
+    got = confluent_consume(broker.bootstrap, topic, good)
+    assert_same_records(recs[:good], got)
+    # A read that reaches the damaged batch gets nothing of it: the log ends there now.
+    reader = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused"})
+    try:
+        reader.assign([ck.TopicPartition(topic, 0, good)])
+        assert [m for m in reader.consume(10, 3.0) if m.error() is None] == []
+    finally:
+        reader.close()
+    assert confluent_watermarks(broker.bootstrap, topic) == (0, good)
+    assert kafka_python_consume(broker.bootstrap, topic) == got
+    _assert_cut_logged(broker, topic, good)
+    assert _produce_one_more(broker, topic, "after") == good

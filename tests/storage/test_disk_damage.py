@@ -7,6 +7,7 @@ every batch below the damage point; damage to a derived file loses nothing at al
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import random
@@ -22,8 +23,8 @@ from epochlog.seams.real import OsDisk
 from epochlog.storage.checkpoints import RECOVERY_POINT_CHECKPOINT
 from epochlog.storage.config import LogConfig
 from epochlog.storage.epoch_cache import CHECKPOINT_FILE
-from epochlog.storage.log_manager import LogManager
-from support.segments import batch_spans
+from epochlog.storage.log_manager import LogManager, LogManagerSettings
+from support.segments import batch_spans, flip_bytes
 
 CONFIG = LogConfig(segment_bytes=4000, index_interval_bytes=200)
 BATCHES = 60
@@ -198,4 +199,73 @@ def test_well_formed_but_wrong_epoch_checkpoint_is_rebuilt_from_the_batches(
     assert log is not None
     assert log.epoch_cache.entries() == truth
     assert "disagrees with the batches" in caplog.text
+    manager.close()
+
+
+def test_scrubber_finds_bit_rot_in_a_sealed_segment_at_its_rate_and_cuts_there(
+    tmp_path: Path, clock
+) -> None:
+    """Damage after the data was already checked in this run (bits rotting on a disk)
+    is found by the scrubber at log.scrub.bytes.per.second, never by luck."""
+    log_dir = tmp_path / "logs"
+    before = _fill(log_dir, clock, clean=True)
+    manager = LogManager(
+        OsDisk(),
+        clock,
+        [str(log_dir)],
+        CONFIG,
+        LogManagerSettings.from_properties(
+            {"log.scrub.interval.ms": "1000", "log.scrub.bytes.per.second": "1000"}
+        ),
+    )
+    manager.start(lambda _topic: CONFIG)
+    assert len(_read_all(manager)) == len(before)  # every batch checked once already
+    segment = sorted((log_dir / "t-0").glob("*.log"))[2]
+    span = batch_spans(segment)[3]
+    flip_bytes(segment, span.position + HEADER_SIZE + 2, 2)
+
+    stats = asyncio.run(manager.scrubber.scrub_once())
+    assert stats.damaged == 1
+    assert sum(clock.slept) == pytest.approx(stats.bytes_checked / 1000)
+    log = manager.get_log("t", 0)
+    assert log is not None and log.log_end_offset == span.base_offset
+    assert [s.base_offset for s in _read_all(manager)] == [
+        s.base_offset for s in before if s.base_offset < span.base_offset
+    ]
+    assert "scrubber" in log.quarantine.list()[0]["reason"]
+    manager.close()
+
+
+def test_a_log_found_damaged_is_crc_checked_on_every_read(tmp_path: Path, clock) -> None:
+    log_dir = tmp_path / "logs"
+    _fill(log_dir, clock, clean=True)
+    manager = _manager(log_dir, clock)
+    part = log_dir / "t-0"
+    segments = sorted(part.glob("*.log"))
+    late = batch_spans(segments[1])[1]
+    early = batch_spans(segments[0])[2]
+    flip_bytes(segments[1], late.position + HEADER_SIZE + 2, 2)
+    assert _read_all(manager)[-1].base_offset < late.base_offset  # cut at the first damage
+    # The earlier batch was checked already; once the log is known damaged, reads check
+    # again and find rot that appears later.
+    flip_bytes(segments[0], early.position + HEADER_SIZE + 2, 2)
+    served = _read_all(manager)
+    assert served[-1].base_offset < early.base_offset
+    manager.close()
+
+
+def test_index_whose_last_entry_points_at_a_negative_position_is_rebuilt(
+    tmp_path: Path, clock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Once a crash loop: startup failed with OSError from pread on every restart."""
+    log_dir = tmp_path / "logs"
+    before = _fill(log_dir, clock, clean=True)
+    index = sorted((log_dir / "t-0").glob("*.index"))[0]
+    data = bytearray(index.read_bytes())
+    data[-4:] = (-5).to_bytes(4, "big", signed=True)
+    index.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING, logger="epochlog.storage"):
+        manager = _manager(log_dir, clock)
+    assert [s.data for s in _read_all(manager)] == [s.data for s in before]
+    assert "rebuilding indexes" in caplog.text
     manager.close()

@@ -144,7 +144,14 @@ def apply_isr_change(
     never let a replica the controller considers offline into the ISR."""
     if leader_epoch != state.leader_epoch or partition_epoch != state.partition_epoch:
         return None
-    if state.leader not in new_isr or any(r not in state.replicas for r in new_isr):
+    if state.leader not in new_isr:
+        # A leader leaving its own ISR resigns (epochlog's rule, for a leader whose log
+        # was found damaged below its high watermark): another in-sync replica, which
+        # holds every record up to that watermark, leads in a new epoch.
+        if not new_isr or any(r not in state.isr or r not in live for r in new_isr):
+            return None
+        return _changed(state, leader=new_isr[0], isr=list(new_isr))
+    if any(r not in state.replicas for r in new_isr):
         return None
     added = set(new_isr) - set(state.isr)
     if any(r not in live or r in state.offline_replicas for r in added):

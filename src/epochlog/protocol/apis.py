@@ -87,6 +87,7 @@ from kafka.protocol.producer import (
 )
 
 from epochlog.protocol.errors import ErrorCode, KafkaError
+from epochlog.protocol.length_audit import LengthError, audit
 
 
 class ApiKey:
@@ -239,9 +240,15 @@ def decode_request_header(frame: bytes | memoryview, flexible: bool) -> RequestF
 
 
 def decode_request_body(spec: ApiSpec, version: int, body: memoryview) -> Any:
-    """Decode strictly: the library slices a string, bytes or array whose length runs
-    past the frame and returns the short value; such a frame is refused here."""
+    """Decode strictly: every length and count is audited first (``length_audit``: a
+    negative one where Kafka forbids it, or one past the frame, is refused), since the
+    library would read them as empty, null or short values."""
     request = spec.request
+    flexible = request.flexible_version_q(version)
+    try:
+        audit(request._struct, version, flexible, body)
+    except LengthError as exc:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"{spec.name} v{version}: {exc}") from None
     decode = request._struct.compiled_decode_from(
         version,
         compact=request.flexible_version_q(version),

@@ -113,6 +113,9 @@ class Partition:
         self.pending_isr: list[int] | None = None
         # After a refused proposal, none before this time (ms).
         self.isr_retry_at_ms = 0
+        # A leader whose log was cut at damage below its high watermark: it answers
+        # NOT_LEADER_OR_FOLLOWER and asks to leave its ISR until its leadership ends.
+        self.resigning = False
         self._transitioned = False
 
     def __repr__(self) -> str:
@@ -149,6 +152,7 @@ class Partition:
         if not new_leadership:
             self._update_same_epoch(state, now_ms)
             return StateChange.UPDATED
+        self.resigning = False
         if state.leader == self.local_broker_id:
             self.become_leader(state, now_ms)
             return StateChange.BECAME_LEADER
@@ -198,7 +202,7 @@ class Partition:
         error = check_current_leader_epoch(current_leader_epoch, self.leader_epoch)
         if error != ErrorCode.NONE:
             raise KafkaError(error, f"{self.topic}-{self.index} is at epoch {self.leader_epoch}")
-        if require_leader and not self.is_leader:
+        if require_leader and (not self.is_leader or self.resigning):
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{self.topic}-{self.index}")
 
     # -- leader: appends, follower fetches, high watermark -------------------------------

@@ -17,6 +17,7 @@ from epochlog.replication.fetcher import EndpointOf, ReplicaFetcherManager
 from epochlog.replication.partition import Partition, PartitionState, StateChange
 from epochlog.replication.settings import ReplicationSettings
 from epochlog.replication.waiting import Signal
+from epochlog.storage.damage import DamageCut
 from epochlog.storage.log import topic_id_to_str
 from epochlog.storage.producer_state import AppendOrigin
 
@@ -144,6 +145,7 @@ class ReplicaManager:
                         name, index, log_config, topic_id_to_str(topic.topic_id.bytes)
                     )
                 partition = Partition(name, index, topic.topic_id, plog, state, self.broker_id)
+                plog.on_damage = lambda cut, p=partition: self._on_damage(p, cut)
                 self._partitions[key] = partition
             else:
                 partition.log.config = log_config
@@ -307,10 +309,46 @@ class ReplicaManager:
             self.apply_partition_state(partition, accepted)
         self._changed.fire()
 
+    def _on_damage(self, partition: Partition, cut: DamageCut) -> None:
+        """The log was cut at a damaged batch. A leader cut below its high watermark no
+        longer holds every acknowledged record: it hands leadership to the rest of its
+        ISR (who do) and, as a follower, fetches the cut range back."""
+        if not partition.is_leader or cut.first_offset >= partition.high_watermark:
+            return
+        others = [r for r in partition.state.isr if r != self.broker_id]
+        if not others:
+            # Nothing past the cut can be served: the watermark (and the KIP-207 epoch
+            # start it is compared with) say so too.
+            end = partition.log.log_end_offset
+            partition.high_watermark = end
+            partition.leader_epoch_start_offset = min(partition.leader_epoch_start_offset, end)
+            log.error(
+                "%s: damaged below the high watermark %d with no other in-sync replica; "
+                "records from %d are only in quarantine (%s)",
+                partition,
+                partition.high_watermark,
+                cut.first_offset,
+                cut.path,
+            )
+            return
+        partition.resigning = True
+        self._resign(partition)
+
+    def _resign(self, partition: Partition) -> None:
+        """Propose the ISR without this broker (retried by ``check_isr`` until the
+        leadership ends)."""
+        others = [r for r in partition.state.isr if r != self.broker_id]
+        if partition.pending_isr is None and others:
+            self._propose(partition, others, "resign leadership (damaged log):")
+
     def check_isr(self) -> None:
         """Propose removing followers that were not caught up for the lag time."""
         now_ms = self._now_ms()
         for partition in self.partitions():
+            if partition.resigning and partition.is_leader:
+                if now_ms >= partition.isr_retry_at_ms:
+                    self._resign(partition)
+                continue
             new_isr = partition.isr_shrink(now_ms, self.settings.replica_lag_time_max_ms)
             if new_isr is not None:
                 self._propose(partition, new_isr, "shrink")

@@ -12,6 +12,7 @@ import base64
 import bisect
 import logging
 import uuid
+from collections.abc import Callable
 
 from epochlog.protocol.batch import (
     BatchHeader,
@@ -82,8 +83,10 @@ class Log:
         self._log_start_offset = log_start_offset
         self._recovery_point = recovery_point
         self._validator = validator or default_validator()
-        # What damage found on disk removed in this run (for the partition and operators).
+        # What damage found on disk removed in this run, and who is told (the replica
+        # manager: a leader cut below its high watermark resigns).
         self.damage_cuts: list[DamageCut] = []
+        self.on_damage: Callable[[DamageCut], None] | None = None
         self.quarantine = Quarantine(disk, clock, directory)
         self.producer_state = ProducerStateManager(disk, directory)
         self._reader = LogReader(self)
@@ -448,9 +451,12 @@ class Log:
             self.damage_cuts.append(cut)
             try:
                 self._after_truncation()
-                return cut
             except DamagedBatch as again:  # found while replaying headers
                 damage = again
+                continue
+            if self.on_damage is not None:
+                self.on_damage(cut)
+            return cut
 
     def _after_truncation(self) -> None:
         end = self.log_end_offset

@@ -31,6 +31,7 @@ from epochlog.storage.checkpoints import (
 from epochlog.storage.cleaner import CLEANER_CHECKPOINT, LogCleaner, dirty_ratio
 from epochlog.storage.config import LONG_MAX, LogConfig
 from epochlog.storage.log import Log
+from epochlog.storage.scrubber import Scrubber
 
 logger = logging.getLogger("epochlog.storage")
 
@@ -54,6 +55,9 @@ class LogManagerSettings:
     # epochlog's own (Kafka decompresses in a stream): what one produced batch may
     # decompress to while it is validated.
     message_max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
+    # epochlog's own: the background scrubber (storage/scrubber.py), off by default.
+    scrub_interval_ms: int = -1
+    scrub_bytes_per_second: int = 10 << 20
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> LogManagerSettings:
@@ -74,6 +78,8 @@ class LogManagerSettings:
             ("log.cleaner.dedupe.buffer.size", "cleaner_dedupe_buffer_size"),
             ("file.delete.delay.ms", "file_delete_delay_ms"),
             ("message.max.decompressed.bytes", "message_max_decompressed_bytes"),
+            ("log.scrub.interval.ms", "scrub_interval_ms"),
+            ("log.scrub.bytes.per.second", "scrub_bytes_per_second"),
         ]
         values: dict[str, int | bool] = {}
         if "log.cleaner.enable" in props:
@@ -87,7 +93,9 @@ class LogManagerSettings:
                     values[field] = int(props[prop])
                 except ValueError:
                     raise ValueError(f"invalid value {props[prop]!r} for {prop}") from None
-                if values[field] < 1:
+                if values[field] < 1 and not (
+                    prop == "log.scrub.interval.ms" and values[field] == -1
+                ):
                     raise ValueError(f"invalid value {props[prop]!r} for {prop}: must be >= 1")
         return cls(**values)
 
@@ -130,6 +138,12 @@ class LogManager:
         self._first_dirty: dict[TopicPartition, int] = {}
         self._warned_no_hw = False
         self.validator = RecordValidator(self.settings.message_max_decompressed_bytes)
+        self.scrubber = Scrubber(
+            clock,
+            self.all_logs,
+            self.settings.scrub_interval_ms,
+            self.settings.scrub_bytes_per_second,
+        )
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -315,6 +329,18 @@ class LogManager:
         ]
         if s.cleaner_enable:
             tasks.append((s.cleaner_backoff_ms, self.clean_logs))
+        scrubbing = None
+        if s.scrub_interval_ms > 0:
+            scrubbing = asyncio.get_running_loop().create_task(self.scrubber.run(stop_event))
+        try:
+            await self._run_tasks(tasks, stop_event)
+        finally:
+            if scrubbing is not None:
+                scrubbing.cancel()
+
+    async def _run_tasks(
+        self, tasks: list[tuple[int, Callable[[int], object]]], stop_event: asyncio.Event
+    ) -> None:
         start = self.clock.time_ms()
         due = [start + interval for interval, _ in tasks]
         while not stop_event.is_set():

@@ -85,7 +85,8 @@ class LogReader:
                 if not min_one_batch:
                     return empty
                 size = first.size
-            segment.check(first_position, first_position + size)
+            # A log already found damaged in this run is checked on every read.
+            segment.check(first_position, first_position + size, again=bool(log.damage_cuts))
             return ReadResult([FileSlice(segment.file, first_position, size)], start, end)
         return empty
 

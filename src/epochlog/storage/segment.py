@@ -248,20 +248,46 @@ class LogSegment:
                 return found
         return None
 
-    def check(self, position: int, end: int) -> None:
+    def check(self, position: int, end: int, again: bool = False) -> None:
         """CRC-check the whole batches in [position, end) that this run has not checked
-        yet (data found on disk at startup without recovery); raises DamagedBatch at
-        the first bad one. Each byte is checked at most once per run."""
-        for start, stop in self._unchecked_gaps(position, min(end, self._unchecked_end)):
-            data = self.file.pread(stop - start, start)
-            at = 0
-            try:
-                while at < len(data):
-                    at += validate_batch(data, at).size
-            except KafkaError as exc:
-                self._mark_checked(start, start + at)
-                raise DamagedBatch(self, start + at, exc.message or exc.code.name) from None
-            self._mark_checked(start, stop)
+        yet (data found on disk at startup without recovery), or all of them ``again``
+        (a log known to be damaged); raises DamagedBatch at the first bad one."""
+        if again:
+            gaps = [(position, end)]
+        else:
+            gaps = self._unchecked_gaps(position, min(end, self._unchecked_end))
+        for start, stop in gaps:
+            self._validate_range(start, self.file.pread(stop - start, start))
+
+    def scrub(self, position: int, max_bytes: int) -> int:
+        """Re-check the CRCs of the whole batches from ``position`` within ``max_bytes``
+        (at least one); returns where the next scrub starts. Raises DamagedBatch."""
+        data = self.file.pread(min(max_bytes, self.size - position), position)
+        end = 0
+        try:
+            while end + HEADER_SIZE <= len(data):
+                size = read_header(data, end).size
+                if end + size > len(data):
+                    break
+                end += size
+        except KafkaError as exc:
+            self._validate_range(position, data[:end])  # an earlier bad batch comes first
+            raise DamagedBatch(self, position + end, exc.message or exc.code.name) from None
+        if end == 0 and data:
+            size = read_header(data).size  # one batch larger than max_bytes
+            data, end = self.file.pread(size, position), size
+        self._validate_range(position, data[:end])
+        return position + end
+
+    def _validate_range(self, start: int, data: bytes) -> None:
+        at = 0
+        try:
+            while at < len(data):
+                at += validate_batch(data, at).size
+        except KafkaError as exc:
+            self._mark_checked(start, start + at)
+            raise DamagedBatch(self, start + at, exc.message or exc.code.name) from None
+        self._mark_checked(start, start + at)
 
     def _unchecked_gaps(self, position: int, end: int) -> list[tuple[int, int]]:
         gaps = []

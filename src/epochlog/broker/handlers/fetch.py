@@ -114,7 +114,8 @@ def _read_all(broker: Any, request: Any, version: int) -> tuple[list[TopicData],
     cache = broker.metadata_cache
     for fetch_topic in request.topics or []:
         if version >= 13:
-            topic_id = fetch_topic.topic_id
+            # kafka.protocol decodes the zero UUID as None.
+            topic_id = fetch_topic.topic_id or uuid.UUID(int=0)
             name = cache.topic_name(topic_id)
         else:
             name = fetch_topic.topic
