@@ -4,11 +4,13 @@ decompression; the vectorised check agrees with the record-by-record decoder."""
 from __future__ import annotations
 
 import resource
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from epochlog.protocol import record_validation
 from epochlog.protocol.batch import iter_batches
 from epochlog.protocol.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
 from epochlog.protocol.errors import ErrorCode, KafkaError
@@ -100,16 +102,19 @@ def _scalar_accepts(data: bytes) -> bool:
 def test_vectorised_check_agrees_with_the_record_decoder(
     sizes: list[int], flips: list[tuple[int, int]], cut: int
 ) -> None:
-    """Mutated records sections (CRC made right again): the validator refuses exactly
-    what decoding record by record refuses."""
+    """Mutated records sections (CRC made right again): the validator, on both of its
+    paths, refuses exactly what decoding record by record refuses."""
     records = b"".join(record(i, b"v" * n) for i, n in enumerate(sizes))
     mutated = bytearray(records)
     for at, mask in flips:
         mutated[at % len(mutated)] ^= mask
     data = forged_batch(bytes(mutated[: len(mutated) - cut]), len(sizes))
-    try:
-        validate(data)
-        accepted = True
-    except KafkaError:
-        accepted = False
-    assert accepted == _scalar_accepts(data)
+    expected = _scalar_accepts(data)
+    for scalar_up_to in (0, 256):  # the numpy path, then the record-by-record one
+        with mock.patch.object(record_validation, "_SCALAR_UP_TO", scalar_up_to):
+            try:
+                validate(data)
+                accepted = True
+            except KafkaError:
+                accepted = False
+        assert accepted == expected, f"scalar_up_to={scalar_up_to}"
