@@ -30,7 +30,9 @@ _UNVALIDATED = (
     "from epochlog.cli.main import main;"
     "sys.exit(main(sys.argv[1:]))"
 )
-WORKLOADS = [(100, "none"), (100, "lz4"), (1024, "zstd")]
+# (record size, codec, linger.ms): large batches, and small ones (linger 0, a few
+# records a batch), where a per-batch cost shows.
+WORKLOADS = [(100, "none", 5), (100, "lz4", 5), (1024, "zstd", 5), (100, "none", 0)]
 
 
 class UnvalidatedBroker(BrokerProcess):
@@ -38,11 +40,18 @@ class UnvalidatedBroker(BrokerProcess):
         return [sys.executable, "-c", _UNVALIDATED, *super().command()[1:]]
 
 
-def produce_seconds(broker: BrokerProcess, topic: str, count: int, size: int, codec: str) -> float:
+def produce_seconds(
+    broker: BrokerProcess, topic: str, count: int, size: int, codec: str, linger_ms: int
+) -> float:
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(60)
     producer = ck.Producer(
-        {"bootstrap.servers": broker.bootstrap, **PRODUCER_CONF, "compression.type": codec}
+        {
+            "bootstrap.servers": broker.bootstrap,
+            **PRODUCER_CONF,
+            "compression.type": codec,
+            "linger.ms": linger_ms,
+        }
     )
     producer.list_topics(topic, timeout=10)
     # Compressible values, as real payloads are: a random head and a repeated tail.
@@ -61,22 +70,23 @@ def main(argv: list[str] | None = None) -> int:
         reference.start()
         try:
             print(f"validating {validating.bootstrap}, no-op validator {reference.bootstrap}")
-            for size, codec in WORKLOADS:
+            for size, codec, linger_ms in WORKLOADS:
                 ratios, rates = [], []
                 for run in range(args.runs):
-                    topic = f"v-{size}-{codec}-{run}"
+                    topic = f"v-{size}-{codec}-{linger_ms}-{run}"
                     pair = [(validating, "on"), (reference, "off")]
                     if run % 2:
                         pair.reverse()
                     seconds = {
-                        which: produce_seconds(broker, topic, args.records, size, codec)
+                        which: produce_seconds(broker, topic, args.records, size, codec, linger_ms)
                         for broker, which in pair
                     }
                     ratios.append(seconds["off"] / seconds["on"])
                     rates.append(args.records / seconds["on"])
                 rate = median(rates)
                 print(
-                    f"  {size:>5} B {codec:<5} validated {fmt_rate(rate, rate * size)}"
+                    f"  {size:>5} B {codec:<5} linger {linger_ms} ms validated"
+                    f" {fmt_rate(rate, rate * size)}"
                     f"  {median(ratios):.2f} of unvalidated (runs: "
                     + ", ".join(f"{r:.2f}" for r in ratios)
                     + ")",

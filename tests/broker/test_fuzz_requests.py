@@ -23,8 +23,9 @@ from kafka.protocol.metadata import ApiVersionsRequest
 from kafka.protocol.schemas.fields import ArrayField, StructField
 
 from epochlog.broker.broker import Broker
+from epochlog.broker.handlers import SUPPORTED
 from epochlog.broker.server import ProtocolViolation
-from epochlog.protocol.apis import SUPPORTED, ApiKey
+from epochlog.protocol.apis import ApiKey
 from epochlog.seams import real_seams
 
 CASES = int(os.environ.get("EPOCHLOG_FUZZ_CASES", "10000"))

@@ -22,7 +22,7 @@ from kafka.protocol.consumer import (
 from kafka.protocol.metadata import ApiVersionsRequest
 from kafka.protocol.producer import InitProducerIdRequest
 
-from epochlog.protocol.apis import SUPPORTED
+from epochlog.broker.handlers import SUPPORTED
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.records import iter_records
 

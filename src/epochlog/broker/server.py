@@ -6,15 +6,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-from collections.abc import Awaitable, Callable
 from typing import Any
 
+from epochlog.broker.handlers import Handler
 from epochlog.broker.handlers.api_versions import unsupported_version_answer
 from epochlog.broker.responses import RawResponse
 from epochlog.protocol.apis import (
-    SUPPORTED,
     ApiKey,
-    RequestFrame,
+    ApiSpec,
     decode_request_body,
     decode_request_header,
     encode_response,
@@ -31,9 +30,6 @@ class ProtocolViolation(Exception):
     """The peer sent something that is not a request we can answer: close the connection."""
 
 
-Handler = Callable[[Any, Any, int, RequestFrame], Awaitable[Any]]
-
-
 class RequestChannel:
     """Decodes one frame, runs its handler, and sends what it answers."""
 
@@ -41,14 +37,20 @@ class RequestChannel:
         self._handlers = handlers
         self._context = context
 
+    @property
+    def apis(self) -> list[ApiSpec]:
+        """What this channel serves, by API key (ApiVersions' answer)."""
+        return [self._handlers[key].api for key in sorted(self._handlers)]
+
     async def handle(self, frame: bytes, conn: Connection) -> None:
         api_key, version, correlation_id = _peek(frame)
-        spec = SUPPORTED.get(api_key)
-        if spec is None:
+        handler = self._handlers.get(api_key)
+        if handler is None:
             raise ProtocolViolation(f"unknown API key {api_key}")
+        spec = handler.api
         if not spec.min_version <= version <= spec.max_version:
             if api_key == ApiKey.API_VERSIONS:
-                conn.writelines(unsupported_version_answer(correlation_id))
+                conn.writelines(unsupported_version_answer(self.apis, correlation_id))
                 return
             raise ProtocolViolation(f"{spec.name} v{version} is not supported")
         try:
@@ -56,7 +58,7 @@ class RequestChannel:
             body = decode_request_body(spec, version, request.body)
         except Exception as exc:  # the library raises many kinds on malformed input
             raise ProtocolViolation(f"malformed {spec.name} v{version}: {exc!r}") from exc
-        response = await self._handlers[api_key](self._context, body, version, request)
+        response = await handler.handle(self._context, body, version, request)
         if response is None:
             return
         if isinstance(response, RawResponse):

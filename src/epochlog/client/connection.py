@@ -9,7 +9,7 @@ import contextlib
 import struct
 from typing import Any
 
-from epochlog.protocol.apis import SUPPORTED, ApiSpec, frame
+from epochlog.protocol.apis import MESSAGES, frame
 from epochlog.seams import Connection, Network
 
 _SIZE = struct.Struct(">i")
@@ -21,7 +21,8 @@ class BrokerConnection:
         self._conn = conn
         self._client_id = client_id
         self._next_correlation_id = 0
-        self._pending: dict[int, tuple[ApiSpec, int, asyncio.Future[Any]]] = {}
+        # correlation id -> (response class, version, waiter)
+        self._pending: dict[int, tuple[Any, int, asyncio.Future[Any]]] = {}
         self._reader = asyncio.get_running_loop().create_task(self._read_loop())
         self._closed: BaseException | None = None
 
@@ -40,14 +41,14 @@ class BrokerConnection:
         """Send a request at ``version`` and wait for its decoded response."""
         if self._closed is not None:
             raise ConnectionError(f"connection closed: {self._closed}")
-        spec = SUPPORTED[request.API_KEY]
+        _, response_class = MESSAGES[request.API_KEY]
         correlation_id = self._next_correlation_id
         self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
         request.with_header(correlation_id=correlation_id, client_id=self._client_id)
         payload = request.encode(version=version, header=True)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         if expect_response:
-            self._pending[correlation_id] = (spec, version, future)
+            self._pending[correlation_id] = (response_class, version, future)
         self._conn.writelines(frame(payload))
         await self._conn.drain()
         if not expect_response:
@@ -63,11 +64,11 @@ class BrokerConnection:
                 entry = self._pending.pop(correlation_id, None)
                 if entry is None:
                     raise ConnectionError(f"response to unknown correlation id {correlation_id}")
-                spec, version, future = entry
+                response_class, version, future = entry
                 if future.done():  # its caller was cancelled (a timeout): drop the answer
                     continue
                 try:
-                    response = spec.response.decode(data, version=version, header=True)
+                    response = response_class.decode(data, version=version, header=True)
                 except Exception as exc:
                     future.set_exception(exc)
                 else:

@@ -1,4 +1,4 @@
-"""Which APIs and versions epochlog speaks, and the codec for their frames.
+"""The APIs epochlog speaks, their messages, and the codec for their frames.
 
 Message bodies are encoded and decoded by ``kafka.protocol`` (kafka-python 3.0.12,
 pinned), which is generated from Kafka's own JSON schemas and keeps unknown tagged
@@ -141,74 +141,52 @@ class ApiSpec:
         return self.request.flexible_version_q(version)
 
 
-# Exactly what the broker implements; ApiVersions advertises this table and nothing else.
-SUPPORTED: dict[int, ApiSpec] = {
-    spec.key: spec
-    for spec in (
-        ApiSpec(ApiKey.PRODUCE, ProduceRequest, ProduceResponse, 3, 9),
-        ApiSpec(ApiKey.FETCH, FetchRequest, FetchResponse, 4, 13),
-        ApiSpec(ApiKey.LIST_OFFSETS, ListOffsetsRequest, ListOffsetsResponse, 1, 7),
-        ApiSpec(ApiKey.METADATA, MetadataRequest, MetadataResponse, 0, 12),
-        ApiSpec(ApiKey.API_VERSIONS, ApiVersionsRequest, ApiVersionsResponse, 0, 3),
-        ApiSpec(ApiKey.CREATE_TOPICS, CreateTopicsRequest, CreateTopicsResponse, 2, 7),
-        ApiSpec(ApiKey.DELETE_TOPICS, DeleteTopicsRequest, DeleteTopicsResponse, 1, 6),
-        ApiSpec(ApiKey.INIT_PRODUCER_ID, InitProducerIdRequest, InitProducerIdResponse, 0, 4),
-        ApiSpec(
-            ApiKey.OFFSET_FOR_LEADER_EPOCH,
-            OffsetForLeaderEpochRequest,
-            OffsetForLeaderEpochResponse,
-            0,
-            4,
-        ),
-        ApiSpec(ApiKey.DESCRIBE_CONFIGS, DescribeConfigsRequest, DescribeConfigsResponse, 1, 4),
-        ApiSpec(ApiKey.CREATE_PARTITIONS, CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
-        ApiSpec(ApiKey.ELECT_LEADERS, ElectLeadersRequest, ElectLeadersResponse, 0, 2),
-        ApiSpec(
-            ApiKey.INCREMENTAL_ALTER_CONFIGS,
-            IncrementalAlterConfigsRequest,
-            IncrementalAlterConfigsResponse,
-            0,
-            1,
-        ),
-        # The group coordinator: Kafka 3.1's versions, coherent with Fetch v13 (kafka-python
-        # infers the broker version from the table) and below what would need KIP-848.
-        ApiSpec(ApiKey.OFFSET_COMMIT, OffsetCommitRequest, OffsetCommitResponse, 2, 8),
-        ApiSpec(ApiKey.OFFSET_FETCH, OffsetFetchRequest, OffsetFetchResponse, 1, 8),
-        ApiSpec(ApiKey.FIND_COORDINATOR, FindCoordinatorRequest, FindCoordinatorResponse, 0, 4),
-        ApiSpec(ApiKey.JOIN_GROUP, JoinGroupRequest, JoinGroupResponse, 0, 7),
-        ApiSpec(ApiKey.HEARTBEAT, HeartbeatRequest, HeartbeatResponse, 0, 4),
-        ApiSpec(ApiKey.LEAVE_GROUP, LeaveGroupRequest, LeaveGroupResponse, 0, 4),
-        ApiSpec(ApiKey.SYNC_GROUP, SyncGroupRequest, SyncGroupResponse, 0, 5),
-        ApiSpec(ApiKey.DESCRIBE_GROUPS, DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
-        ApiSpec(ApiKey.LIST_GROUPS, ListGroupsRequest, ListGroupsResponse, 0, 4),
-        ApiSpec(ApiKey.DELETE_GROUPS, DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
-        ApiSpec(ApiKey.OFFSET_DELETE, OffsetDeleteRequest, OffsetDeleteResponse, 0, 0),
-        # The transaction coordinator: Kafka 3.1's versions, before KIP-890's
-        # per-transaction epoch bumps (EndTxn v5) and server-side verification.
-        ApiSpec(
-            ApiKey.ADD_PARTITIONS_TO_TXN,
-            AddPartitionsToTxnRequest,
-            AddPartitionsToTxnResponse,
-            0,
-            3,
-        ),
-        ApiSpec(ApiKey.ADD_OFFSETS_TO_TXN, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 3),
-        ApiSpec(ApiKey.END_TXN, EndTxnRequest, EndTxnResponse, 0, 3),
-        ApiSpec(ApiKey.WRITE_TXN_MARKERS, WriteTxnMarkersRequest, WriteTxnMarkersResponse, 1, 1),
-        ApiSpec(ApiKey.TXN_OFFSET_COMMIT, TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 3),
-        ApiSpec(
-            ApiKey.DESCRIBE_PRODUCERS, DescribeProducersRequest, DescribeProducersResponse, 0, 0
-        ),
-        ApiSpec(
-            ApiKey.DESCRIBE_TRANSACTIONS,
-            DescribeTransactionsRequest,
-            DescribeTransactionsResponse,
-            0,
-            0,
-        ),
-        ApiSpec(ApiKey.LIST_TRANSACTIONS, ListTransactionsRequest, ListTransactionsResponse, 0, 1),
-    )
+# The messages of every API epochlog speaks (the client's requests and the broker's
+# handlers); which versions the broker serves, each handler module declares (its ``API``).
+MESSAGES: dict[int, tuple[Any, Any]] = {
+    ApiKey.PRODUCE: (ProduceRequest, ProduceResponse),
+    ApiKey.FETCH: (FetchRequest, FetchResponse),
+    ApiKey.LIST_OFFSETS: (ListOffsetsRequest, ListOffsetsResponse),
+    ApiKey.METADATA: (MetadataRequest, MetadataResponse),
+    ApiKey.API_VERSIONS: (ApiVersionsRequest, ApiVersionsResponse),
+    ApiKey.CREATE_TOPICS: (CreateTopicsRequest, CreateTopicsResponse),
+    ApiKey.DELETE_TOPICS: (DeleteTopicsRequest, DeleteTopicsResponse),
+    ApiKey.INIT_PRODUCER_ID: (InitProducerIdRequest, InitProducerIdResponse),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
+    ApiKey.DESCRIBE_CONFIGS: (DescribeConfigsRequest, DescribeConfigsResponse),
+    ApiKey.CREATE_PARTITIONS: (CreatePartitionsRequest, CreatePartitionsResponse),
+    ApiKey.ELECT_LEADERS: (ElectLeadersRequest, ElectLeadersResponse),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (
+        IncrementalAlterConfigsRequest,
+        IncrementalAlterConfigsResponse,
+    ),
+    ApiKey.OFFSET_COMMIT: (OffsetCommitRequest, OffsetCommitResponse),
+    ApiKey.OFFSET_FETCH: (OffsetFetchRequest, OffsetFetchResponse),
+    ApiKey.FIND_COORDINATOR: (FindCoordinatorRequest, FindCoordinatorResponse),
+    ApiKey.JOIN_GROUP: (JoinGroupRequest, JoinGroupResponse),
+    ApiKey.HEARTBEAT: (HeartbeatRequest, HeartbeatResponse),
+    ApiKey.LEAVE_GROUP: (LeaveGroupRequest, LeaveGroupResponse),
+    ApiKey.SYNC_GROUP: (SyncGroupRequest, SyncGroupResponse),
+    ApiKey.DESCRIBE_GROUPS: (DescribeGroupsRequest, DescribeGroupsResponse),
+    ApiKey.LIST_GROUPS: (ListGroupsRequest, ListGroupsResponse),
+    ApiKey.DELETE_GROUPS: (DeleteGroupsRequest, DeleteGroupsResponse),
+    ApiKey.OFFSET_DELETE: (OffsetDeleteRequest, OffsetDeleteResponse),
+    ApiKey.ADD_PARTITIONS_TO_TXN: (AddPartitionsToTxnRequest, AddPartitionsToTxnResponse),
+    ApiKey.ADD_OFFSETS_TO_TXN: (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse),
+    ApiKey.END_TXN: (EndTxnRequest, EndTxnResponse),
+    ApiKey.WRITE_TXN_MARKERS: (WriteTxnMarkersRequest, WriteTxnMarkersResponse),
+    ApiKey.TXN_OFFSET_COMMIT: (TxnOffsetCommitRequest, TxnOffsetCommitResponse),
+    ApiKey.DESCRIBE_PRODUCERS: (DescribeProducersRequest, DescribeProducersResponse),
+    ApiKey.DESCRIBE_TRANSACTIONS: (DescribeTransactionsRequest, DescribeTransactionsResponse),
+    ApiKey.LIST_TRANSACTIONS: (ListTransactionsRequest, ListTransactionsResponse),
 }
+
+
+def api(key: int, min_version: int, max_version: int) -> ApiSpec:
+    """An API served at ``min_version``..``max_version``, with its messages."""
+    request, response = MESSAGES[key]
+    return ApiSpec(key, request, response, min_version, max_version)
+
 
 _FIXED_HEADER = struct.Struct(">hhi")
 

@@ -1,7 +1,13 @@
-"""One module per Kafka API; each exposes ``async handle(broker, request, version, frame)``
-returning a response message, a RawResponse, or None when no answer is due."""
+"""One module per Kafka API; each declares the versions it serves (``API``) and exposes
+``async handle(broker, request, version, frame)`` returning a response message, a
+RawResponse, or None when no answer is due. The handler table below is what the broker
+serves and what ApiVersions advertises."""
 
 from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
 
 from epochlog.broker.handlers import (
     add_offsets_to_txn,
@@ -37,39 +43,56 @@ from epochlog.broker.handlers import (
     txn_offset_commit,
     write_txn_markers,
 )
-from epochlog.protocol.apis import ApiKey
+from epochlog.protocol.apis import ApiSpec, RequestFrame
 
-HANDLERS = {
-    ApiKey.PRODUCE: produce.handle,
-    ApiKey.FETCH: fetch.handle,
-    ApiKey.LIST_OFFSETS: list_offsets.handle,
-    ApiKey.METADATA: metadata.handle,
-    ApiKey.API_VERSIONS: api_versions.handle,
-    ApiKey.CREATE_TOPICS: create_topics.handle,
-    ApiKey.DELETE_TOPICS: delete_topics.handle,
-    ApiKey.INIT_PRODUCER_ID: init_producer_id.handle,
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch.handle,
-    ApiKey.DESCRIBE_CONFIGS: describe_configs.handle,
-    ApiKey.CREATE_PARTITIONS: create_partitions.handle,
-    ApiKey.ELECT_LEADERS: elect_leaders.handle,
-    ApiKey.INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs.handle,
-    ApiKey.OFFSET_COMMIT: offset_commit.handle,
-    ApiKey.OFFSET_FETCH: offset_fetch.handle,
-    ApiKey.FIND_COORDINATOR: find_coordinator.handle,
-    ApiKey.JOIN_GROUP: join_group.handle,
-    ApiKey.HEARTBEAT: heartbeat.handle,
-    ApiKey.LEAVE_GROUP: leave_group.handle,
-    ApiKey.SYNC_GROUP: sync_group.handle,
-    ApiKey.DESCRIBE_GROUPS: describe_groups.handle,
-    ApiKey.LIST_GROUPS: list_groups.handle,
-    ApiKey.DELETE_GROUPS: delete_groups.handle,
-    ApiKey.OFFSET_DELETE: offset_delete.handle,
-    ApiKey.ADD_PARTITIONS_TO_TXN: add_partitions_to_txn.handle,
-    ApiKey.ADD_OFFSETS_TO_TXN: add_offsets_to_txn.handle,
-    ApiKey.END_TXN: end_txn.handle,
-    ApiKey.DESCRIBE_TRANSACTIONS: describe_transactions.handle,
-    ApiKey.LIST_TRANSACTIONS: list_transactions.handle,
-    ApiKey.WRITE_TXN_MARKERS: write_txn_markers.handle,
-    ApiKey.TXN_OFFSET_COMMIT: txn_offset_commit.handle,
-    ApiKey.DESCRIBE_PRODUCERS: describe_producers.handle,
-}
+Handle = Callable[[Any, Any, int, RequestFrame], Awaitable[Any]]
+
+MODULES = (
+    produce,
+    fetch,
+    list_offsets,
+    metadata,
+    api_versions,
+    create_topics,
+    delete_topics,
+    create_partitions,
+    describe_configs,
+    incremental_alter_configs,
+    elect_leaders,
+    init_producer_id,
+    offset_for_leader_epoch,
+    # The group coordinator: Kafka 3.1's versions, coherent with Fetch v13 (kafka-python
+    # infers the broker version from the table) and below what would need KIP-848.
+    offset_commit,
+    offset_fetch,
+    find_coordinator,
+    join_group,
+    heartbeat,
+    leave_group,
+    sync_group,
+    describe_groups,
+    list_groups,
+    delete_groups,
+    offset_delete,
+    # The transaction coordinator: Kafka 3.1's versions, before KIP-890's
+    # per-transaction epoch bumps (EndTxn v5) and server-side verification.
+    add_partitions_to_txn,
+    add_offsets_to_txn,
+    end_txn,
+    write_txn_markers,
+    txn_offset_commit,
+    describe_producers,
+    describe_transactions,
+    list_transactions,
+)
+
+
+@dataclass(frozen=True)
+class Handler:
+    api: ApiSpec
+    handle: Handle
+
+
+# What the broker serves, and so what ApiVersions advertises: nothing else.
+HANDLERS: dict[int, Handler] = {m.API.key: Handler(m.API, m.handle) for m in MODULES}
+SUPPORTED: dict[int, ApiSpec] = {key: h.api for key, h in HANDLERS.items()}

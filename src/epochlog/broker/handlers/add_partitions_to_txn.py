@@ -10,8 +10,10 @@ from typing import Any
 from kafka.protocol.producer import AddPartitionsToTxnResponse
 
 from epochlog.broker.responses import fenced_error
-from epochlog.protocol.apis import RequestFrame
+from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
+
+API = api(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 3)
 
 PRODUCER_FENCED_SINCE = 2
 

@@ -1,4 +1,4 @@
-"""ApiVersions: advertise exactly the table in ``epochlog.protocol.apis``."""
+"""ApiVersions: advertise exactly what the broker's handlers serve (their ``API``)."""
 
 from __future__ import annotations
 
@@ -6,31 +6,35 @@ from typing import Any
 
 from kafka.protocol.metadata import ApiVersionsResponse
 
-from epochlog.protocol.apis import SUPPORTED, ApiKey, RequestFrame, encode_response
+from epochlog.protocol.apis import ApiKey, ApiSpec, RequestFrame, api, encode_response
 from epochlog.protocol.errors import ErrorCode
 
+API = api(ApiKey.API_VERSIONS, 0, 3)
 
-def _api_keys() -> list[Any]:
+
+def _api_keys(apis: list[ApiSpec]) -> list[Any]:
     return [
         ApiVersionsResponse.ApiVersion(
             api_key=spec.key, min_version=spec.min_version, max_version=spec.max_version
         )
-        for spec in sorted(SUPPORTED.values(), key=lambda s: s.key)
+        for spec in apis
     ]
 
 
-def unsupported_version_answer(correlation_id: int) -> list[bytes | bytearray | memoryview]:
+def unsupported_version_answer(
+    apis: list[ApiSpec], correlation_id: int
+) -> list[bytes | bytearray | memoryview]:
     """Kafka's answer to an ApiVersions version it does not know: UNSUPPORTED_VERSION,
     encoded as v0 so any client can read the versions it may retry with."""
     response = ApiVersionsResponse(
-        error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=_api_keys(), throttle_time_ms=0
+        error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=_api_keys(apis), throttle_time_ms=0
     )
-    return encode_response(SUPPORTED[ApiKey.API_VERSIONS], 0, correlation_id, response)
+    return encode_response(API, 0, correlation_id, response)
 
 
 async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
     return ApiVersionsResponse(
         error_code=ErrorCode.NONE,
-        api_keys=_api_keys(),
+        api_keys=_api_keys(broker.request_channel.apis),
         throttle_time_ms=0,
     )

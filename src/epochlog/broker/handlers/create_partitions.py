@@ -7,8 +7,10 @@ from typing import Any
 from kafka.protocol.admin import CreatePartitionsResponse
 
 from epochlog.broker.responses import check_partitions_per_request, error_code
-from epochlog.protocol.apis import RequestFrame
+from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode, KafkaError
+
+API = api(ApiKey.CREATE_PARTITIONS, 0, 3)
 
 
 async def _grow(broker: Any, wanted: Any, validate_only: bool) -> Any:

@@ -7,8 +7,10 @@ from typing import Any
 from kafka.protocol.admin import CreateTopicsResponse
 
 from epochlog.broker.responses import check_partitions_per_request, error_code
-from epochlog.protocol.apis import RequestFrame
+from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode, KafkaError
+
+API = api(ApiKey.CREATE_TOPICS, 2, 7)
 
 
 async def _create_one(broker: Any, wanted: Any, validate_only: bool, timeout_s: float) -> Any:

@@ -8,8 +8,10 @@ from typing import Any
 from kafka.protocol.admin import DeleteTopicsResponse
 
 from epochlog.broker.responses import error_code
-from epochlog.protocol.apis import RequestFrame
+from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode, KafkaError
+
+API = api(ApiKey.DELETE_TOPICS, 1, 6)
 
 ZERO_UUID = uuid.UUID(int=0)
 

@@ -6,8 +6,10 @@ from typing import Any
 
 from kafka.protocol.admin import DescribeConfigsResponse
 
-from epochlog.protocol.apis import RequestFrame
+from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
+
+API = api(ApiKey.DESCRIBE_CONFIGS, 1, 4)
 
 TOPIC = 2
 BROKER = 4

@@ -6,7 +6,9 @@ from typing import Any
 
 from kafka.protocol.admin import DescribeGroupsResponse
 
-from epochlog.protocol.apis import RequestFrame
+from epochlog.protocol.apis import ApiKey, RequestFrame, api
+
+API = api(ApiKey.DESCRIBE_GROUPS, 0, 5)
 
 Described = DescribeGroupsResponse.DescribedGroup
 

@@ -8,8 +8,10 @@ from typing import Any
 from kafka.protocol.admin import DescribeProducersResponse
 
 from epochlog.broker.responses import error_code
-from epochlog.protocol.apis import RequestFrame
+from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
+
+API = api(ApiKey.DESCRIBE_PRODUCERS, 0, 0)
 
 _Topic = DescribeProducersResponse.TopicResponse
 _Partition = _Topic.PartitionResponse

@@ -7,7 +7,9 @@ from typing import Any
 
 from kafka.protocol.admin import DescribeTransactionsResponse
 
-from epochlog.protocol.apis import RequestFrame
+from epochlog.protocol.apis import ApiKey, RequestFrame, api
+
+API = api(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0)
 
 _State = DescribeTransactionsResponse.TransactionState
 

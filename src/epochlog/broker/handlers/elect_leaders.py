@@ -7,8 +7,10 @@ from typing import Any
 
 from kafka.protocol.admin import ElectLeadersResponse
 
-from epochlog.protocol.apis import RequestFrame
+from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
+
+API = api(ApiKey.ELECT_LEADERS, 0, 2)
 
 PREFERRED = 0
 

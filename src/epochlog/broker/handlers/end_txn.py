@@ -8,7 +8,9 @@ from typing import Any
 from kafka.protocol.producer import EndTxnResponse
 
 from epochlog.broker.responses import fenced_error
-from epochlog.protocol.apis import RequestFrame
+from epochlog.protocol.apis import ApiKey, RequestFrame, api
+
+API = api(ApiKey.END_TXN, 0, 3)
 
 PRODUCER_FENCED_SINCE = 2
 

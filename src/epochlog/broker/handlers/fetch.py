@@ -10,9 +10,11 @@ import uuid
 from typing import Any
 
 from epochlog.broker.responses import RawResponse, error_code
-from epochlog.protocol.apis import RequestFrame
+from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.protocol.fetch_response import PartitionData, TopicData, encode_fetch_response
+
+API = api(ApiKey.FETCH, 4, 13)
 
 READ_COMMITTED = 1
 NO_EPOCH = -1

@@ -13,9 +13,11 @@ from kafka.protocol.metadata import FindCoordinatorResponse
 
 from epochlog.broker.metadata_cache import TopicMetadata
 from epochlog.coordinator.hashing import OFFSETS_TOPIC, partition_for
-from epochlog.protocol.apis import RequestFrame
+from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.txn.partitioning import TRANSACTION_STATE_TOPIC
+
+API = api(ApiKey.FIND_COORDINATOR, 0, 4)
 
 log = logging.getLogger("epochlog.coordinator")
 

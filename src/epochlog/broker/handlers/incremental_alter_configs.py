@@ -8,8 +8,10 @@ from typing import Any
 from kafka.protocol.admin import IncrementalAlterConfigsResponse
 
 from epochlog.broker.responses import error_code
-from epochlog.protocol.apis import RequestFrame
+from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode, KafkaError
+
+API = api(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1)
 
 TOPIC = 2
 ALTER_VISIBLE_TIMEOUT_S = 10.0

@@ -9,8 +9,10 @@ from typing import Any
 from kafka.protocol.producer import InitProducerIdResponse
 
 from epochlog.broker.responses import fenced_error
-from epochlog.protocol.apis import RequestFrame
+from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
+
+API = api(ApiKey.INIT_PRODUCER_ID, 0, 4)
 
 NO_PRODUCER_ID = -1
 # Below this version a fenced producer is told INVALID_PRODUCER_EPOCH (KIP-588).

@@ -7,7 +7,9 @@ from typing import Any
 from kafka.protocol.consumer import JoinGroupResponse
 
 from epochlog.coordinator.membership import JoinRequest
-from epochlog.protocol.apis import RequestFrame
+from epochlog.protocol.apis import ApiKey, RequestFrame, api
+
+API = api(ApiKey.JOIN_GROUP, 0, 7)
 
 
 async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:

@@ -6,8 +6,10 @@ from typing import Any
 
 from kafka.protocol.consumer import LeaveGroupResponse
 
-from epochlog.protocol.apis import RequestFrame
+from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
+
+API = api(ApiKey.LEAVE_GROUP, 0, 4)
 
 
 async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:

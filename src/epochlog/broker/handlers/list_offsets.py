@@ -9,9 +9,11 @@ from typing import Any
 from kafka.protocol.consumer import ListOffsetsResponse
 
 from epochlog.broker.responses import error_code
-from epochlog.protocol.apis import RequestFrame
+from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.replication.monotonic_list_offsets import offsets_available
+
+API = api(ApiKey.LIST_OFFSETS, 1, 7)
 
 LATEST = -1
 EARLIEST = -2

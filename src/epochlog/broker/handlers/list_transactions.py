@@ -8,8 +8,10 @@ from typing import Any
 
 from kafka.protocol.admin import ListTransactionsResponse
 
-from epochlog.protocol.apis import RequestFrame
+from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.txn.metadata import TxnState
+
+API = api(ApiKey.LIST_TRANSACTIONS, 0, 1)
 
 
 async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:

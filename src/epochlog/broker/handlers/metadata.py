@@ -9,8 +9,10 @@ from typing import Any
 from kafka.protocol.metadata import MetadataResponse
 
 from epochlog.broker.metadata_cache import TopicMetadata
-from epochlog.protocol.apis import RequestFrame
+from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
+
+API = api(ApiKey.METADATA, 0, 12)
 
 ZERO_UUID = uuid.UUID(int=0)
 

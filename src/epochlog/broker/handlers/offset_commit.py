@@ -11,8 +11,10 @@ from typing import Any
 from kafka.protocol.consumer import OffsetCommitResponse
 
 from epochlog.coordinator.commits import CommitRequest
-from epochlog.protocol.apis import RequestFrame
+from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
+
+API = api(ApiKey.OFFSET_COMMIT, 2, 8)
 
 Resp = OffsetCommitResponse.OffsetCommitResponseTopic
 

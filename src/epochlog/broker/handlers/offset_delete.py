@@ -6,8 +6,10 @@ from typing import Any
 
 from kafka.protocol.consumer import OffsetDeleteResponse
 
-from epochlog.protocol.apis import RequestFrame
+from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
+
+API = api(ApiKey.OFFSET_DELETE, 0, 0)
 
 Resp = OffsetDeleteResponse.OffsetDeleteResponseTopic
 

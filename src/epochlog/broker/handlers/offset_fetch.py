@@ -9,8 +9,10 @@ from typing import Any
 
 from kafka.protocol.consumer import OffsetFetchResponse
 
-from epochlog.protocol.apis import RequestFrame
+from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
+
+API = api(ApiKey.OFFSET_FETCH, 1, 8)
 
 V7Topic = OffsetFetchResponse.OffsetFetchResponseTopic
 V8Group = OffsetFetchResponse.OffsetFetchResponseGroup

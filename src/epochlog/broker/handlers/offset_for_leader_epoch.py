@@ -8,8 +8,10 @@ from typing import Any
 from kafka.protocol.consumer import OffsetForLeaderEpochResponse
 
 from epochlog.broker.responses import error_code
-from epochlog.protocol.apis import RequestFrame
+from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
+
+API = api(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, 4)
 
 CONSUMER_REPLICA_ID = -1
 DEBUGGING_REPLICA_ID = -2

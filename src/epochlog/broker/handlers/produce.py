@@ -8,11 +8,13 @@ from typing import Any
 from kafka.protocol.producer import ProduceResponse
 
 from epochlog.broker.responses import error_code
-from epochlog.protocol.apis import RequestFrame
+from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.batch import read_header
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.protocol.record_validation import RecordErrors
 from epochlog.replication.replica_manager import ACKS_ALL, AckWait
+
+API = api(ApiKey.PRODUCE, 3, 9)
 
 log = logging.getLogger("epochlog.produce")
 

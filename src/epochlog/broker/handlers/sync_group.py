@@ -6,7 +6,9 @@ from typing import Any
 
 from kafka.protocol.consumer import SyncGroupResponse
 
-from epochlog.protocol.apis import RequestFrame
+from epochlog.protocol.apis import ApiKey, RequestFrame, api
+
+API = api(ApiKey.SYNC_GROUP, 0, 5)
 
 
 async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:

@@ -11,7 +11,9 @@ from kafka.protocol.producer import TxnOffsetCommitResponse
 
 from epochlog.broker.handlers.offset_commit import commit_requests
 from epochlog.coordinator.store import TxnProducer
-from epochlog.protocol.apis import RequestFrame
+from epochlog.protocol.apis import ApiKey, RequestFrame, api
+
+API = api(ApiKey.TXN_OFFSET_COMMIT, 0, 3)
 
 _Topic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
 _Partition = _Topic.TxnOffsetCommitResponsePartition

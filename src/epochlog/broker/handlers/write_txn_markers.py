@@ -12,9 +12,11 @@ from kafka.protocol.producer import WriteTxnMarkersResponse
 
 from epochlog.broker.responses import error_code
 from epochlog.coordinator.hashing import OFFSETS_TOPIC
-from epochlog.protocol.apis import RequestFrame
+from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
 from epochlog.replication.replica_manager import AckWait
+
+API = api(ApiKey.WRITE_TXN_MARKERS, 1, 1)
 
 log = logging.getLogger("epochlog.txn")
 
