@@ -16,7 +16,7 @@ from epochlog.broker.broker import Broker
 from epochlog.broker.config import BrokerConfig
 from epochlog.client.connection import BrokerConnection
 from epochlog.protocol.records import build_batch
-from epochlog.seams import real_seams
+from epochlog.seams.real import real_seams
 
 
 def broker_config(log_dir: Path, **overrides: str) -> BrokerConfig:

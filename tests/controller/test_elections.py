@@ -12,7 +12,7 @@ from epochlog.controller.elections import (
     on_brokers_changed,
     preferred_leader,
 )
-from epochlog.replication.partition import PartitionState
+from epochlog.metadata.model import PartitionState
 
 
 def state(

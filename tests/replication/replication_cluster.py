@@ -17,23 +17,27 @@ from typing import Any
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.producer import ProduceRequest
 
-from epochlog.broker.handlers import fetch, list_offsets, offset_for_leader_epoch, produce
+from epochlog.broker.handlers import (
+    Handler,
+    fetch,
+    list_offsets,
+    offset_for_leader_epoch,
+    produce,
+)
 from epochlog.broker.server import ConnectionLoop, RequestChannel
 from epochlog.client.connection import BrokerConnection
-from epochlog.protocol.apis import ApiKey
+from epochlog.metadata.model import PartitionState
 from epochlog.protocol.records import build_batch, iter_records
-from epochlog.replication.partition import PartitionState
 from epochlog.replication.replica_manager import ReplicaManager
 from epochlog.replication.settings import ReplicationSettings
-from epochlog.seams import Seams, Server, real_seams
+from epochlog.seams import Seams, Server
+from epochlog.seams.real import real_seams
 from epochlog.storage.config import LogConfig
 from epochlog.storage.log_manager import LogManager
 
 HANDLERS = {
-    ApiKey.PRODUCE: produce.handle,
-    ApiKey.FETCH: fetch.handle,
-    ApiKey.LIST_OFFSETS: list_offsets.handle,
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch.handle,
+    m.API.key: Handler(m.API, m.handle)
+    for m in (produce, fetch, list_offsets, offset_for_leader_epoch)
 }
 FAST = {"replica.fetch.wait.max.ms": "100", "replica.fetch.backoff.ms": "50"}
 

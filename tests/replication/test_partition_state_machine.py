@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from epochlog.metadata.model import PartitionState
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.protocol.records import build_batch
 from epochlog.replication.monotonic_list_offsets import offsets_available
-from epochlog.replication.partition import Partition, PartitionState, StateChange
+from epochlog.replication.partition import Partition, StateChange
 from epochlog.replication.settings import ReplicationSettings
 from epochlog.seams.real import OsDisk
 from epochlog.storage.config import LogConfig

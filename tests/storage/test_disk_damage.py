@@ -24,13 +24,22 @@ from epochlog.storage.checkpoints import RECOVERY_POINT_CHECKPOINT
 from epochlog.storage.config import LogConfig
 from epochlog.storage.epoch_cache import CHECKPOINT_FILE
 from epochlog.storage.log_manager import LogManager, LogManagerSettings
+from epochlog.storage.partition_metadata import PARTITION_METADATA_FILE
 from support.segments import batch_spans, flip_bytes
 
 CONFIG = LogConfig(segment_bytes=4000, index_interval_bytes=200)
 BATCHES = 60
 PRODUCER_ID = 7
 
-FILES = ["segment", "index", "timeindex", "epoch-checkpoint", "producer-snapshot", "recovery"]
+FILES = [
+    "segment",
+    "index",
+    "timeindex",
+    "epoch-checkpoint",
+    "producer-snapshot",
+    "recovery",
+    "partition-metadata",
+]
 DAMAGES = ["truncate", "flip", "flip-record", "zero", "garbage", "delete"]
 
 
@@ -55,7 +64,7 @@ def _manager(log_dir: Path, clock) -> LogManager:
 
 def _fill(log_dir: Path, clock, clean: bool) -> list[Stored]:
     manager = _manager(log_dir, clock)
-    log = manager.create_log("t", 0)
+    log = manager.create_log("t", 0, topic_id="dGhlLXRvcGljLWlkLTAwMQ")
     for i in range(BATCHES):
         log.append_as_leader(_batch(i), leader_epoch=0 if i < 20 else (1 if i < 45 else 3))
         if i == BATCHES - 10:
@@ -102,6 +111,7 @@ def _target(log_dir: Path, name: str) -> Path:
         "epoch-checkpoint": part / CHECKPOINT_FILE,
         "producer-snapshot": sorted(part.glob("*.snapshot"))[-1],
         "recovery": log_dir / RECOVERY_POINT_CHECKPOINT,
+        "partition-metadata": part / PARTITION_METADATA_FILE,
     }[name]
 
 

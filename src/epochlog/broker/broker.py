@@ -10,20 +10,15 @@ import uuid
 from epochlog.broker.cluster_link import ClusterLink
 from epochlog.broker.config import BrokerConfig
 from epochlog.broker.handlers import HANDLERS
-from epochlog.broker.metadata_cache import (
-    BrokerEndpoint,
-    MetadataCache,
-    TopicMetadata,
-    topic_name_error,
-)
+from epochlog.broker.metadata_cache import MetadataCache
 from epochlog.broker.server import ConnectionLoop, RequestChannel
 from epochlog.controller.controller import Controller, ControllerSettings
 from epochlog.coordinator.coordinator import GroupCoordinator
 from epochlog.coordinator.hashing import OFFSETS_TOPIC
 from epochlog.coordinator.settings import CoordinatorSettings
+from epochlog.metadata.model import BrokerEndpoint, PartitionState, TopicMetadata, topic_name_error
 from epochlog.metastore import Metastore, open_metastore
 from epochlog.protocol.errors import ErrorCode, KafkaError
-from epochlog.replication.partition import PartitionState
 from epochlog.replication.replica_manager import ReplicaManager
 from epochlog.replication.settings import ReplicationSettings
 from epochlog.seams import Seams, Server

@@ -15,9 +15,11 @@ import logging
 import uuid
 from collections.abc import Callable
 
-from epochlog.broker.metadata_cache import BrokerEndpoint, MetadataCache, TopicMetadata
-from epochlog.controller import elections, layout
-from epochlog.controller.layout import IsrChangeRequest, TopicNode
+from epochlog.broker.metadata_cache import MetadataCache
+from epochlog.controller import elections
+from epochlog.metadata import layout
+from epochlog.metadata.layout import IsrChangeRequest, TopicNode
+from epochlog.metadata.model import BrokerEndpoint, PartitionState, TopicMetadata
 from epochlog.metastore import (
     BadVersionError,
     Metastore,
@@ -26,7 +28,6 @@ from epochlog.metastore import (
     NoNodeError,
 )
 from epochlog.protocol.errors import ErrorCode, KafkaError
-from epochlog.replication.partition import PartitionState
 from epochlog.seams import Clock
 
 log = logging.getLogger("epochlog.cluster")

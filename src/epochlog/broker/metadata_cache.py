@@ -5,46 +5,9 @@ Metadata answers come from here; it may lag the controller (the KIP-232 situatio
 
 from __future__ import annotations
 
-import re
 import uuid
-from dataclasses import dataclass, field
 
-from epochlog.replication.partition import PartitionState
-
-INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
-
-
-def topic_name_error(name: str) -> str | None:
-    """Kafka's rule for topic names, or None if the name is legal."""
-    if name in (".", ".."):
-        return f"topic name {name!r} is illegal"
-    if not _LEGAL_TOPIC.match(name):
-        return (
-            f"topic name {name!r} is illegal: up to 249 characters of ASCII alphanumerics,"
-            " '.', '_' and '-'"
-        )
-    return None
-
-
-@dataclass(frozen=True)
-class BrokerEndpoint:
-    node_id: int
-    host: str
-    port: int
-    rack: str | None = None
-
-
-@dataclass
-class TopicMetadata:
-    name: str
-    topic_id: uuid.UUID
-    partitions: dict[int, PartitionState]
-    configs: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def is_internal(self) -> bool:
-        return self.name in INTERNAL_TOPICS
+from epochlog.metadata.model import BrokerEndpoint, TopicMetadata
 
 
 class MetadataCache:

@@ -20,12 +20,13 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from epochlog.broker.broker import Broker
 from epochlog.broker.config import BrokerConfig, parse_properties
-from epochlog.cli import admin_commands, quarantine
-from epochlog.cli.cluster import LocalCluster, run_local_cluster
+from epochlog.cli import admin_commands
 from epochlog.cli.logs import configure_logging
 from epochlog.demo import add_arguments as add_demo_arguments
 from epochlog.protocol.errors import KafkaError
-from epochlog.seams import real_seams
+from epochlog.seams.real import real_seams
+from epochlog.tools import quarantine
+from epochlog.tools.local_cluster import LocalCluster, run_local_cluster
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 

@@ -28,7 +28,8 @@ from epochlog.client.errors import TopicPartition
 from epochlog.client.lookup import OffsetAndTimestamp, list_offsets
 from epochlog.client.metadata import Cluster
 from epochlog.protocol.errors import ErrorCode, KafkaError
-from epochlog.seams import Network, Seams, real_seams
+from epochlog.seams import Network, Seams
+from epochlog.seams.real import real_seams
 
 EARLIEST = -2
 LATEST = -1

@@ -48,7 +48,8 @@ from epochlog.client.positions import (
 from epochlog.client.transactions import GroupMetadata
 from epochlog.client.waiting import settled_within
 from epochlog.protocol.errors import ErrorCode
-from epochlog.seams import Seams, real_seams
+from epochlog.seams import Seams
+from epochlog.seams.real import real_seams
 
 log = logging.getLogger("epochlog.client.consumer")
 

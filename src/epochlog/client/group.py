@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kafka.protocol.consumer import (
     HeartbeatRequest,
@@ -32,13 +32,11 @@ from epochlog.client.group_commits import (
     RETRY_ERRORS,
     CoordinatorLost,
     GroupCommits,
+    MemberConsumer,
 )
 from epochlog.client.metadata import Cluster, backoff_seconds
 from epochlog.protocol.errors import ErrorCode
 from epochlog.seams import Clock
-
-if TYPE_CHECKING:
-    from epochlog.client.consumer import AsyncConsumer
 
 log = logging.getLogger("epochlog.client.group")
 
@@ -53,7 +51,7 @@ class GroupMembership(GroupCommits):
     """One consumer's place in its group; created by AsyncConsumer when ``group.id`` is
     set. ``poll`` runs before each consumer poll (join, rejoin, auto-commit)."""
 
-    def __init__(self, consumer: AsyncConsumer, cluster: Cluster, clock: Clock) -> None:
+    def __init__(self, consumer: MemberConsumer, cluster: Cluster, clock: Clock) -> None:
         c = consumer.config
         self._consumer = consumer
         self._cluster = cluster

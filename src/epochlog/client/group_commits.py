@@ -9,17 +9,33 @@ from __future__ import annotations
 import abc
 import logging
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
 
 from epochlog.client.errors import ClientError, KafkaClientError, TopicPartition
+from epochlog.client.fetched import OffsetAndEpoch
 from epochlog.client.positions import Phase
 from epochlog.protocol.errors import ErrorCode
 from epochlog.seams import Clock
 
-if TYPE_CHECKING:
-    from epochlog.client.consumer import AsyncConsumer, OffsetAndEpoch
+
+class MemberConsumer(Protocol):
+    """What a group member drives of its consumer: only its public assignment and
+    positions (AsyncConsumer is one; the group depends on this, not on it)."""
+
+    config: dict[str, Any]
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None: ...
+
+    def assignment(self) -> list[TopicPartition]: ...
+
+    def seek(self, tp: TopicPartition, offset: int, leader_epoch: int | None = None) -> None: ...
+
+    def position(self, tp: TopicPartition) -> OffsetAndEpoch | None: ...
+
+    def phase(self, tp: TopicPartition) -> Phase: ...
+
 
 log = logging.getLogger("epochlog.client.group")
 
@@ -56,7 +72,7 @@ class CoordinatorLost(Exception):
 class GroupCommits(abc.ABC):
     """The commit half of a member; GroupMembership supplies the coordinator."""
 
-    _consumer: AsyncConsumer
+    _consumer: MemberConsumer
     _clock: Clock
     _request_timeout_s: float
     group_id: str
@@ -173,8 +189,6 @@ class GroupCommits(abc.ABC):
         self, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, OffsetAndEpoch | None]:
         """OffsetFetch v8: the committed offset with its leader epoch, None if none."""
-        from epochlog.client.consumer import OffsetAndEpoch
-
         wanted = sorted(set(partitions))
         by_topic: dict[str, list[int]] = {}
         for tp in wanted:

@@ -26,7 +26,8 @@ from epochlog.client.transactions import TransactionalApi, TransactionManager
 from epochlog.client.waiting import wait_event, with_timeout
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.records import build_batch
-from epochlog.seams import Seams, real_seams
+from epochlog.seams import Seams
+from epochlog.seams.real import real_seams
 
 log = logging.getLogger("epochlog.client.producer")
 

@@ -16,8 +16,9 @@ import json
 import logging
 from dataclasses import dataclass
 
-from epochlog.controller import elections, layout
-from epochlog.controller.layout import IsrChangeRequest, TopicNode
+from epochlog.controller import elections
+from epochlog.metadata import layout
+from epochlog.metadata.layout import IsrChangeRequest, TopicNode
 from epochlog.metastore import (
     BadVersionError,
     Check,

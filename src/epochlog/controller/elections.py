@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Collection
 
-from epochlog.replication.partition import PartitionState
+from epochlog.metadata.model import PartitionState
 
 NO_LEADER = -1
 

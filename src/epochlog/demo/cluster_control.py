@@ -17,10 +17,10 @@ from typing import Any
 
 from kafka.protocol.admin import CreateTopicsRequest
 
-from epochlog.cli.cluster import LocalCluster, start_broker, wait_listening
 from epochlog.client.admin import DEBUGGING_REPLICA_ID, LATEST, AsyncAdmin, ClusterInfo
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.seams.real import SocketNetwork
+from epochlog.tools.local_cluster import LocalCluster, start_broker, wait_listening
 
 # Failures are noticed within seconds, but the paused replica stays registered while
 # it is stopped (its session outlives the pause): it comes back as the same broker.

@@ -10,7 +10,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from epochlog.cli import quarantine
+from epochlog.tools import quarantine
 
 
 @dataclass

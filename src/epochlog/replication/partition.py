@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import enum
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from epochlog.metadata.model import PartitionState
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.replication.fencing import check_current_leader_epoch
 from epochlog.storage.producer_state import AppendOrigin
@@ -31,26 +32,6 @@ if TYPE_CHECKING:
 
 NO_LEADER = -1
 UNKNOWN_OFFSET = -1
-
-
-@dataclass
-class PartitionState:
-    """What the controller decided for a partition."""
-
-    leader: int
-    leader_epoch: int
-    replicas: list[int]
-    isr: list[int]
-    offline_replicas: list[int] = field(default_factory=list)
-    # Set when the leader came from outside the ISR: its log may lack acknowledged data.
-    elected_uncleanly: bool = False
-    # Bumped by the controller at every change of this partition's state; ISR proposals
-    # carry it so that the controller can refuse one made from a stale state.
-    partition_epoch: int = 0
-
-    @property
-    def version(self) -> tuple[int, int]:
-        return self.leader_epoch, self.partition_epoch
 
 
 class StateChange(enum.Enum):

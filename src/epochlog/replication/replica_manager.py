@@ -11,18 +11,19 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from epochlog.metadata.model import PartitionState
 from epochlog.protocol.control import build_marker_batch
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.replication.fetcher import EndpointOf, ReplicaFetcherManager
-from epochlog.replication.partition import Partition, PartitionState, StateChange
+from epochlog.replication.partition import Partition, StateChange
 from epochlog.replication.settings import ReplicationSettings
 from epochlog.replication.waiting import Signal
 from epochlog.storage.damage import DamageCut
-from epochlog.storage.log import topic_id_to_str
+from epochlog.storage.partition_metadata import topic_id_to_str
 from epochlog.storage.producer_state import AppendOrigin
 
 if TYPE_CHECKING:
-    from epochlog.broker.metadata_cache import TopicMetadata
+    from epochlog.metadata.model import TopicMetadata
     from epochlog.seams import Clock, Seams
     from epochlog.storage.config import LogConfig
     from epochlog.storage.log_manager import LogManager

@@ -119,12 +119,3 @@ class Seams:
     network: Network
     disk: Disk
     random: Random
-
-
-def real_seams(seed: int | None = None) -> Seams:
-    """The production seams: OS clock, asyncio sockets, ``os`` files with fsync."""
-    from epochlog.seams.real import OsDisk, RealClock, SocketNetwork, system_random
-
-    return Seams(
-        clock=RealClock(), network=SocketNetwork(), disk=OsDisk(), random=system_random(seed)
-    )

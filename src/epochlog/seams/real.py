@@ -11,7 +11,7 @@ import socket
 import time
 from collections.abc import Sequence
 
-from epochlog.seams import Connection, ConnectionHandler, Server
+from epochlog.seams import Connection, ConnectionHandler, Seams, Server
 
 SEND_CHUNK = 1 << 20
 
@@ -220,3 +220,10 @@ def process_identity(pid: int | None = None) -> str | None:
     # Field 22 (start time) counts from after the parenthesised command name.
     start_time = stat.rsplit(")", 1)[1].split()[19]
     return f"{boot_id}:{pid}:{start_time}"
+
+
+def real_seams(seed: int | None = None) -> Seams:
+    """The production seams: OS clock, asyncio sockets, ``os`` files with fsync."""
+    return Seams(
+        clock=RealClock(), network=SocketNetwork(), disk=OsDisk(), random=system_random(seed)
+    )

@@ -20,7 +20,7 @@ from kafka.protocol.consumer import OffsetForLeaderEpochRequest
 from epochlog.client import AsyncConsumer, TopicPartition
 from epochlog.client.admin import AsyncAdmin, ClusterInfo
 from epochlog.protocol.errors import ErrorCode, KafkaError
-from epochlog.seams import real_seams
+from epochlog.seams.real import real_seams
 from epochlog.spark.options import EARLIEST, LATEST, SourceOptions
 
 READ_COMMITTED = 1

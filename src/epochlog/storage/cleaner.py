@@ -35,11 +35,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from epochlog.protocol.batch import HEADER_SIZE, BatchHeader, read_header
 from epochlog.protocol.records import Record, build_batch, iter_records
 from epochlog.seams import Clock, Disk
+from epochlog.storage.log_view import LogView
 from epochlog.storage.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -47,9 +47,6 @@ from epochlog.storage.segment import (
     LogSegment,
     segment_name,
 )
-
-if TYPE_CHECKING:
-    from epochlog.storage.log import Log
 
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 CLEANED_SUFFIX = ".cleaned"
@@ -88,7 +85,7 @@ class _Plan:
     aborted: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
 
 
-def cleanable_segments(log: Log, upper_bound: int) -> list[LogSegment]:
+def cleanable_segments(log: LogView, upper_bound: int) -> list[LogSegment]:
     """Sealed segments that end at or below ``upper_bound`` (the high watermark)."""
     out = []
     for segment in log.segments[:-1]:
@@ -98,7 +95,7 @@ def cleanable_segments(log: Log, upper_bound: int) -> list[LogSegment]:
     return out
 
 
-def dirty_ratio(log: Log, first_dirty: int, upper_bound: int) -> float:
+def dirty_ratio(log: LogView, first_dirty: int, upper_bound: int) -> float:
     """Bytes of cleanable segments after ``first_dirty`` over all cleanable bytes."""
     segments = cleanable_segments(log, upper_bound)
     total = sum(s.size for s in segments)
@@ -109,7 +106,7 @@ def dirty_ratio(log: Log, first_dirty: int, upper_bound: int) -> float:
 Aborted = dict[int, list[tuple[int, int]]]
 
 
-def aborted_ranges(log: Log) -> Aborted:
+def aborted_ranges(log: LogView) -> Aborted:
     """Producer id -> (first, last) offsets of its aborted transactions (.txnindex)."""
     out: Aborted = {}
     for segment in log.segments:
@@ -163,7 +160,7 @@ class LogCleaner:
 
     # -- planning ----------------------------------------------------------------------
 
-    def _plan(self, log: Log, first_dirty: int, upper_bound: int) -> _Plan | None:
+    def _plan(self, log: LogView, first_dirty: int, upper_bound: int) -> _Plan | None:
         segments = cleanable_segments(log, upper_bound)
         dirty = [i for i, s in enumerate(segments) if s.next_offset > first_dirty]
         if not dirty:
@@ -204,7 +201,7 @@ class LogCleaner:
     # -- cleaning ----------------------------------------------------------------------
 
     def clean(
-        self, log: Log, first_dirty: int, upper_bound: int, now_ms: int
+        self, log: LogView, first_dirty: int, upper_bound: int, now_ms: int
     ) -> tuple[CleanerStats, int] | None:
         """Compact ``log`` below ``upper_bound``; returns the stats and the new first
         dirty offset, or None when there was nothing dirty to clean."""
@@ -246,7 +243,7 @@ class LogCleaner:
 
     def _clean_group(
         self,
-        log: Log,
+        log: LogView,
         group: list[LogSegment],
         latest: dict[bytes, int],
         horizon: int,

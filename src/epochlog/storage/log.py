@@ -8,7 +8,6 @@ is destroyed: it is moved to ``quarantine/`` first.
 
 from __future__ import annotations
 
-import base64
 import bisect
 import logging
 import uuid
@@ -30,12 +29,12 @@ from epochlog.storage.epoch_cache import LeaderEpochCache
 from epochlog.storage.log_loader import LogLoader
 from epochlog.storage.log_reader import LogReader
 from epochlog.storage.log_transactions import index_aborted, markers_of, rebuild_producer_state
+from epochlog.storage.partition_metadata import PartitionMetadataFile
 from epochlog.storage.producer_state import AppendOrigin, ProducerStateManager
 from epochlog.storage.quarantine import Quarantine
 from epochlog.storage.results import AppendResult, OffsetAndEpoch, ReadResult, TruncatedRange
 from epochlog.storage.segment import DamagedBatch, LogSegment
 
-PARTITION_METADATA_FILE = "partition.metadata"
 MAX_RELATIVE_OFFSET = 0x7FFFFFFF
 NO_TIMESTAMP = -1
 
@@ -47,11 +46,6 @@ class UnexpectedAppendOffset(KafkaError):
 
     def __init__(self, message: str) -> None:
         super().__init__(ErrorCode.UNKNOWN_SERVER_ERROR, message)
-
-
-def topic_id_to_str(raw: bytes) -> str:
-    """Kafka's string form of a topic id: base64url of its 16 bytes, no padding."""
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
 
 
 class Log:
@@ -92,7 +86,8 @@ class Log:
         self._reader = LogReader(self)
         self._unflushed_messages = 0
         self._last_flush_ms = clock.time_ms()
-        self._topic_id: str | None = None
+        self._metadata_file = PartitionMetadataFile(disk, directory)
+        self._topic_id = self._metadata_file.read()
         self._closed = False
 
     # -- opening -----------------------------------------------------------------------
@@ -133,7 +128,6 @@ class Log:
             rebuild_producer_state(log)
         except DamagedBatch as damage:
             log.cut_at_damage(damage, "a damaged header found at startup")
-        log._load_partition_metadata()
         return log
 
     # -- properties --------------------------------------------------------------------
@@ -618,22 +612,7 @@ class Log:
         return self._topic_id
 
     def set_topic_id(self, topic_id: str) -> None:
-        """Record the topic id in ``partition.metadata`` (Kafka's format)."""
-        if self._topic_id == topic_id:
-            return
-        data = f"version: 0\ntopic_id: {topic_id}\n".encode()
-        self.disk.write_atomic(f"{self.directory}/{PARTITION_METADATA_FILE}", data)
-        self._topic_id = topic_id
-
-    def _load_partition_metadata(self) -> None:
-        path = f"{self.directory}/{PARTITION_METADATA_FILE}"
-        if not self.disk.exists(path):
-            return
-        fields = {}
-        for line in self.disk.read_file(path).decode().splitlines():
-            if ":" in line:
-                key, value = line.split(":", 1)
-                fields[key.strip()] = value.strip()
-        if fields.get("version") != "0" or "topic_id" not in fields:
-            raise ValueError(f"{path}: malformed partition metadata")
-        self._topic_id = fields["topic_id"]
+        """Record the topic id in ``partition.metadata``."""
+        if self._topic_id != topic_id:
+            self._metadata_file.write(topic_id)
+            self._topic_id = topic_id

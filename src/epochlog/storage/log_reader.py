@@ -8,16 +8,13 @@ boundaries, and the sparse offset index keeps that scan short.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from epochlog.protocol.batch import BatchHeader
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.protocol.records import iter_records
+from epochlog.storage.log_view import LogView
 from epochlog.storage.results import OffsetAndEpoch, ReadResult
 from epochlog.storage.segment import DamagedBatch, FileSlice, LogSegment
-
-if TYPE_CHECKING:
-    from epochlog.storage.log import Log
 
 
 def _record_timestamps(batch: bytes) -> list[tuple[int, int]]:
@@ -26,7 +23,7 @@ def _record_timestamps(batch: bytes) -> list[tuple[int, int]]:
 
 
 class LogReader:
-    def __init__(self, log: Log) -> None:
+    def __init__(self, log: LogView) -> None:
         self._log = log
 
     def headers_from(self, offset: int) -> Iterator[tuple[LogSegment, BatchHeader]]:

@@ -5,16 +5,13 @@ rebuilding producer state (open transactions included) from the log."""
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from epochlog.protocol.batch import BatchHeader
 from epochlog.protocol.control import read_marker
 from epochlog.protocol.errors import ErrorCode, KafkaError
+from epochlog.storage.log_view import LogView
 from epochlog.storage.producer_state import AppendOrigin, CompletedTxn
 from epochlog.storage.txn_index import AbortedTxn, TxnIndexCorrupt
-
-if TYPE_CHECKING:
-    from epochlog.storage.log import Log
 
 logger = logging.getLogger("epochlog.storage")
 
@@ -34,7 +31,7 @@ def markers_of(
     return markers
 
 
-def index_aborted(log: Log, completed: list[CompletedTxn]) -> None:
+def index_aborted(log: LogView, completed: list[CompletedTxn]) -> None:
     """Aborted transactions go into the index of the segment holding their marker."""
     segments = log.segments
     for txn in completed:
@@ -52,7 +49,7 @@ def index_aborted(log: Log, completed: list[CompletedTxn]) -> None:
         )
 
 
-def rebuild_producer_state(log: Log) -> None:
+def rebuild_producer_state(log: LogView) -> None:
     """Newest snapshot at or below the log end, then replay batch headers after it
     (reading markers), writing the aborted-transaction index of what is replayed anew.
     A damaged index means a replay of the whole log."""
@@ -81,7 +78,7 @@ def rebuild_producer_state(log: Log) -> None:
     state.evict_before(log.log_start_offset)
 
 
-def _txn_indexes_readable(log: Log) -> bool:
+def _txn_indexes_readable(log: LogView) -> bool:
     for segment in log.segments:
         try:
             segment.txn_index.entries  # noqa: B018 - reads and so checks the file

@@ -11,8 +11,8 @@ from typing import Any
 
 from kafka.protocol.metadata import FindCoordinatorResponse
 
-from epochlog.broker.metadata_cache import TopicMetadata
 from epochlog.coordinator.hashing import OFFSETS_TOPIC, partition_for
+from epochlog.metadata.model import TopicMetadata
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.txn.partitioning import TRANSACTION_STATE_TOPIC

@@ -8,7 +8,7 @@ from typing import Any
 
 from kafka.protocol.metadata import MetadataResponse
 
-from epochlog.broker.metadata_cache import TopicMetadata
+from epochlog.metadata.model import TopicMetadata
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
 

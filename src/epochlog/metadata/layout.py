@@ -23,8 +23,7 @@ import json
 import uuid
 from dataclasses import asdict, dataclass
 
-from epochlog.broker.metadata_cache import BrokerEndpoint, TopicMetadata
-from epochlog.replication.partition import PartitionState
+from epochlog.metadata.model import BrokerEndpoint, PartitionState, TopicMetadata
 
 CLUSTER_ID = "/cluster/id"
 CONTROLLER = "/controller"

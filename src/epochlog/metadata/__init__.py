@@ -1,0 +1,1 @@
+"""The cluster's shared types and where the metastore keeps them."""

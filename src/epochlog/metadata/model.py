@@ -1,0 +1,67 @@
+"""What the cluster is made of, as every part of epochlog sees it: brokers, topics and
+each partition's state (leader, leader epoch, replicas, ISR). The controller decides
+these, the metastore keeps them (``layout.py``), brokers cache and act on them; this
+module sits below all of them and imports none.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass, field
+
+
+@dataclass
+class PartitionState:
+    """What the controller decided for a partition."""
+
+    leader: int
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+    offline_replicas: list[int] = field(default_factory=list)
+    # Set when the leader came from outside the ISR: its log may lack acknowledged data.
+    elected_uncleanly: bool = False
+    # Bumped by the controller at every change of this partition's state; ISR proposals
+    # carry it so that the controller can refuse one made from a stale state.
+    partition_epoch: int = 0
+
+    @property
+    def version(self) -> tuple[int, int]:
+        return self.leader_epoch, self.partition_epoch
+
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+
+def topic_name_error(name: str) -> str | None:
+    """Kafka's rule for topic names, or None if the name is legal."""
+    if name in (".", ".."):
+        return f"topic name {name!r} is illegal"
+    if not _LEGAL_TOPIC.match(name):
+        return (
+            f"topic name {name!r} is illegal: up to 249 characters of ASCII alphanumerics,"
+            " '.', '_' and '-'"
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class BrokerEndpoint:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass
+class TopicMetadata:
+    name: str
+    topic_id: uuid.UUID
+    partitions: dict[int, PartitionState]
+    configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def is_internal(self) -> bool:
+        return self.name in INTERNAL_TOPICS

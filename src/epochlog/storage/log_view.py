@@ -1,0 +1,42 @@
+"""What the parts of a log read and call of it: the reader, the transaction replay and
+the log cleaner depend on this view, which ``Log`` implements, never on ``Log`` itself
+(so ``log.py`` can use them without an import cycle)."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from epochlog.storage.config import LogConfig
+from epochlog.storage.damage import DamageCut
+from epochlog.storage.epoch_cache import LeaderEpochCache
+from epochlog.storage.producer_state import ProducerStateManager
+from epochlog.storage.segment import DamagedBatch, LogSegment
+
+
+class LogView(Protocol):
+    topic: str
+    partition: int
+    directory: str
+    producer_state: ProducerStateManager
+    damage_cuts: list[DamageCut]
+
+    @property
+    def config(self) -> LogConfig: ...
+
+    @property
+    def log_start_offset(self) -> int: ...
+
+    @property
+    def log_end_offset(self) -> int: ...
+
+    @property
+    def epoch_cache(self) -> LeaderEpochCache: ...
+
+    @property
+    def segments(self) -> list[LogSegment]: ...
+
+    def segment_for(self, offset: int) -> int: ...
+
+    def cut_at_damage(self, damage: DamagedBatch, context: str) -> DamageCut: ...
+
+    def replace_segments(self, old: list[LogSegment], new: LogSegment) -> None: ...
