@@ -10,13 +10,13 @@ from typing import Any
 
 from kafka.protocol.consumer import ListOffsetsRequest
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
-from kafka.protocol.producer import ProduceRequest
 
 from epochlog.broker.broker import Broker
 from epochlog.broker.config import BrokerConfig
 from epochlog.client.connection import BrokerConnection
 from epochlog.protocol.records import build_batch
 from epochlog.seams.real import real_seams
+from support.requests import produce_request
 
 
 def broker_config(log_dir: Path, **overrides: str) -> BrokerConfig:
@@ -53,24 +53,6 @@ async def create_topic_via_metadata(conn: BrokerConnection, name: str) -> Any:
 
 def batch(values: list[bytes], timestamp: int = 1_700_000_000_000, **kwargs: Any) -> bytes:
     return build_batch([(None, v, [], timestamp + i) for i, v in enumerate(values)], **kwargs)
-
-
-def produce_request(topic: str, records: bytes, partition: int = 0, acks: int = -1) -> Any:
-    return ProduceRequest(
-        transactional_id=None,
-        acks=acks,
-        timeout_ms=5000,
-        topic_data=[
-            ProduceRequest.TopicProduceData(
-                name=topic,
-                partition_data=[
-                    ProduceRequest.TopicProduceData.PartitionProduceData(
-                        index=partition, records=records
-                    )
-                ],
-            )
-        ],
-    )
 
 
 def valid_request_frames() -> list[bytes]:

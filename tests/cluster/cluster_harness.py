@@ -17,13 +17,13 @@ from typing import Any
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.metadata import MetadataRequest
-from kafka.protocol.producer import ProduceRequest
 
 from epochlog.client.connection import BrokerConnection
 from epochlog.metastore import open_metastore
 from epochlog.protocol.records import build_batch
 from epochlog.seams.real import RealClock, SocketNetwork
 from support.broker import BrokerProcess, epochlog_command, wait_until
+from support.requests import produce_request as raw_produce_request
 
 # Short timeouts so that failures are noticed within seconds in tests.
 FAST_FAILURE_SETTINGS = {
@@ -368,21 +368,7 @@ def produce_request(
 ) -> Any:
     """A raw Produce (no producer id) of one batch of (key, value) records."""
     batch = build_batch([(k, v, [], None) for k, v in records], now_ms=int(time.time() * 1000))
-    return ProduceRequest(
-        transactional_id=None,
-        acks=acks,
-        timeout_ms=timeout_ms,
-        topic_data=[
-            ProduceRequest.TopicProduceData(
-                name=topic,
-                partition_data=[
-                    ProduceRequest.TopicProduceData.PartitionProduceData(
-                        index=partition, records=batch
-                    )
-                ],
-            )
-        ],
-    )
+    return raw_produce_request(topic, batch, partition, acks, timeout_ms)
 
 
 def produce_answer(response: Any) -> tuple[int, int]:

@@ -9,7 +9,6 @@ import asyncio
 import time
 
 import pytest
-from kafka.protocol.producer import ProduceRequest
 
 from epochlog.client import Consumer
 from epochlog.client.connection import BrokerConnection
@@ -24,6 +23,7 @@ from support.clients import (
 )
 from support.poison import gzip_bomb, poison_batches
 from support.records import make_records
+from support.requests import produce_request
 
 pytestmark = pytest.mark.interop
 
@@ -32,19 +32,7 @@ HANG_GUARD_S = 60.0
 
 def produce_raw(port: int, topic: str, records: bytes) -> tuple[int, list[int]]:
     """(error code, record_errors' batch indexes) for one Produce v9 of ``records``."""
-    request = ProduceRequest(
-        transactional_id=None,
-        acks=-1,
-        timeout_ms=10_000,
-        topic_data=[
-            ProduceRequest.TopicProduceData(
-                name=topic,
-                partition_data=[
-                    ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=records)
-                ],
-            )
-        ],
-    )
+    request = produce_request(topic, records, timeout_ms=10_000)
 
     async def send() -> tuple[int, list[int]]:
         conn = await BrokerConnection.open(SocketNetwork(), "127.0.0.1", port)
