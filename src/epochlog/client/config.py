@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from epochlog.client.errors import ConfigError
+from epochlog.client.positions import ResetPolicy
 from epochlog.protocol import compression
 
 Parser = Callable[[str, object], Any]
@@ -119,7 +120,7 @@ PRODUCER: dict[str, Setting] = {
 
 CONSUMER: dict[str, Setting] = {
     **COMMON,
-    "auto.offset.reset": Setting(_choice("earliest", "latest", "closest", "none"), "latest"),
+    "auto.offset.reset": Setting(_choice(*(p.value for p in ResetPolicy)), "latest"),
     "fetch.min.bytes": Setting(_int(1), 1),
     "fetch.max.bytes": Setting(_int(1), 52428800),
     "max.partition.fetch.bytes": Setting(_int(1), 1048576),

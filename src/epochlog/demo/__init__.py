@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 
-POLICIES = ("closest", "earliest", "latest", "fail")
+from epochlog.spark.options import POLICIES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rate", type=int, default=200, help="events per second")
     parser.add_argument(
         "--on-truncation",
-        choices=POLICIES,
+        choices=POLICIES,  # the source's onTruncation values
         default="closest",
         help="the source's onTruncation: closest/earliest resume at the divergence offset"
         " (nothing surviving is skipped), latest skips to the log end, fail stops the query",

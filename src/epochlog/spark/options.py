@@ -14,10 +14,13 @@ from typing import Any
 
 from epochlog.client.config import consumer_config
 from epochlog.client.errors import ConfigError
+from epochlog.client.positions import ResetPolicy
 
 EARLIEST = -2
 LATEST = -1
-POLICIES = ("fail", "earliest", "latest", "closest")
+# onTruncation: the consumer's reset policies (client/positions.ResetPolicy), with
+# Spark's "fail" (failOnDataLoss) for Kafka's "none".
+POLICIES = ("fail", *(p.value for p in ResetPolicy if p is not ResetPolicy.NONE))
 # Options of the source itself; any other ``kafka.*`` option goes to the client.
 CLIENT_PREFIX = "kafka."
 # Large fetches: a task reads one range as fast as it can (measured: 3x the client's
