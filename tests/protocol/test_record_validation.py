@@ -12,7 +12,15 @@ from hypothesis import strategies as st
 
 from epochlog.protocol import record_validation
 from epochlog.protocol.batch import iter_batches
-from epochlog.protocol.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
+from epochlog.protocol.compression import (
+    GZIP,
+    LZ4,
+    NONE,
+    SNAPPY,
+    ZSTD,
+    BoundedDecompressor,
+    compress,
+)
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.protocol.record_validation import RecordErrors, RecordValidator
 from epochlog.protocol.records import build_batch, iter_records
@@ -118,3 +126,25 @@ def test_vectorised_check_agrees_with_the_record_decoder(
             except KafkaError:
                 accepted = False
         assert accepted == expected, f"scalar_up_to={scalar_up_to}"
+
+
+def test_a_large_output_is_given_back_once_not_before_every_batch() -> None:
+    """The decompression mapping returns pages after an output past 4 MiB, once: later
+    small batches must not pay a madvise and fresh page faults each."""
+    import mmap
+
+    given_back: list[int] = []
+
+    class CountingMapping(mmap.mmap):
+        def madvise(self, *args: int) -> None:
+            given_back.append(1)
+            super().madvise(*args)
+
+    decompressor = BoundedDecompressor(LIMIT)
+    decompressor._buffer = CountingMapping(-1, LIMIT)
+    big = compress(GZIP, bytes(8 << 20))
+    small = compress(GZIP, b"x" * 1000)
+    assert len(decompressor.decompress(GZIP, big)) == 8 << 20
+    for _ in range(3):
+        assert bytes(decompressor.decompress(GZIP, small)) == b"x" * 1000
+    assert len(given_back) == 1

@@ -170,14 +170,17 @@ class BoundedDecompressor:
             raise _unsupported(codec)
         if self._dirty > _KEEP_RESIDENT:
             self._buffer.madvise(mmap.MADV_DONTNEED)
+            self._dirty = 0
         try:
             if codec == SNAPPY:
                 size = self._snappy_into(memoryview(data))
             else:
                 size = _DECOMPRESS_INTO[codec](data, self._buffer)
         except KafkaError:
+            self._dirty = self.limit  # a refused output may have filled the mapping
             raise
         except Exception as exc:  # cramjam's DecompressionError, and others on odd input
+            self._dirty = self.limit
             if "whole buffer" in str(exc):
                 raise self._too_large(codec) from None
             name = CODEC_NAMES[codec]
