@@ -320,14 +320,14 @@ class ReplicaManager:
         if not others:
             # Nothing past the cut can be served: the watermark (and the KIP-207 epoch
             # start it is compared with) say so too.
-            end = partition.log.log_end_offset
+            end, was = partition.log.log_end_offset, partition.high_watermark
             partition.high_watermark = end
             partition.leader_epoch_start_offset = min(partition.leader_epoch_start_offset, end)
             log.error(
                 "%s: damaged below the high watermark %d with no other in-sync replica; "
                 "records from %d are only in quarantine (%s)",
                 partition,
-                partition.high_watermark,
+                was,
                 cut.first_offset,
                 cut.path,
             )
