@@ -6,16 +6,15 @@ from __future__ import annotations
 import pytest
 
 from epochlog.client.positions import (
-    Divergence,
     PartitionPosition,
     Phase,
     ResetCause,
     ResetPlan,
     ResetPolicy,
     Target,
-    find_divergence,
     reset_plan,
 )
+from epochlog.protocol.divergence import Divergence, find_divergence
 
 E, L, C, N = ResetPolicy.EARLIEST, ResetPolicy.LATEST, ResetPolicy.CLOSEST, ResetPolicy.NONE
 INIT = ResetCause.INITIALIZATION

@@ -36,17 +36,16 @@ from epochlog.client.group import GroupMembership
 from epochlog.client.lookup import OffsetAndTimestamp, list_offsets
 from epochlog.client.metadata import Cluster, backoff_seconds
 from epochlog.client.positions import (
-    Divergence,
     Move,
     PartitionPosition,
     Phase,
     ResetCause,
     ResetPolicy,
     Target,
-    find_divergence,
 )
 from epochlog.client.transactions import GroupMetadata
 from epochlog.client.waiting import settled_within
+from epochlog.protocol.divergence import Divergence, find_divergence
 from epochlog.protocol.errors import ErrorCode
 from epochlog.seams import Seams
 from epochlog.seams.real import real_seams

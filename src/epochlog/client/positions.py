@@ -12,6 +12,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from epochlog.protocol.divergence import Divergence, find_divergence
+
 NO_EPOCH = -1
 # The consumed-epoch history kept per partition (the draft's "small cache").
 EPOCH_HISTORY = 16
@@ -70,50 +72,6 @@ def reset_plan(
             return ResetPlan(Target.TIMESTAMP, timestamp=last_timestamp)
         return ResetPlan(Target.LOG_END)
     return ResetPlan(Target.LOG_START)
-
-
-@dataclass(frozen=True)
-class Divergence:
-    """Outcome of comparing a position with a leader's end offset for its epoch."""
-
-    truncated: bool
-    offset: int | None = None  # the first diverging offset, None if unknown
-    epoch: int | None = None  # the epoch of the record before ``offset``
-
-
-NO_DIVERGENCE = Divergence(False)
-
-
-def find_divergence(
-    position: int,
-    position_epoch: int,
-    answer_epoch: int,
-    end_offset: int,
-    consumed_epochs: list[tuple[int, int | None]] | None = None,
-) -> Divergence:
-    """Did the log diverge from what was read up to ``position``? ``answer_epoch`` and
-    ``end_offset`` are the leader's answer for ``position_epoch`` (OffsetsForLeaderEpoch
-    or Fetch's DivergingEpoch): the largest epoch it knows <= the one asked and where it
-    ends. ``consumed_epochs`` lists (epoch, first offset read in it) for what was read.
-    """
-    if answer_epoch < 0 or end_offset < 0:
-        return Divergence(True)
-    if answer_epoch >= position_epoch:
-        if end_offset < position:
-            return Divergence(True, end_offset, answer_epoch)
-        return NO_DIVERGENCE
-    # The leader never had our epoch: everything read in an epoch above its answer is
-    # gone. The divergence is where its answered epoch ends, or where we began reading
-    # in a later epoch, whichever is first.
-    candidates = [end_offset]
-    for epoch, start in consumed_epochs or []:
-        if epoch > answer_epoch and start is not None:
-            candidates.append(start)
-            break
-    offset = min(candidates)
-    if offset < position:
-        return Divergence(True, offset, answer_epoch)
-    return Divergence(True)
 
 
 class Phase(enum.Enum):

@@ -22,6 +22,7 @@ from kafka.protocol.consumer import FetchRequest
 
 from epochlog.client.connection import BrokerConnection
 from epochlog.protocol.batch import HEADER_SIZE, read_header
+from epochlog.protocol.divergence import follower_truncation_offset
 from epochlog.protocol.errors import ErrorCode
 from epochlog.replication.partition import Partition
 from epochlog.replication.settings import ReplicationSettings
@@ -229,20 +230,14 @@ class LeaderFetcher:
         return False
 
     def _truncate_on_divergence(self, fp: FollowedPartition, epoch: int, end_offset: int) -> None:
-        """Truncate to where this log and the leader's agree (Kafka's rule): if this log
-        knows the leader's epoch, to the smaller of both ends of it; otherwise to the end
-        of the largest epoch this log has below it, and ask again on the next fetch."""
+        """Truncate to where this log and the leader's agree
+        (``protocol/divergence.follower_truncation_offset``)."""
         partition = fp.partition
         plog = partition.log
         own_epoch, own_end = plog.end_offset_for_epoch(epoch)
-        if end_offset < 0:
-            target = plog.log_start_offset
-        elif own_epoch < 0 or own_end < 0:
-            target = min(end_offset, plog.log_end_offset)
-        elif own_epoch == epoch:
-            target = min(end_offset, own_end)
-        else:
-            target = min(own_end, plog.log_end_offset)
+        target = follower_truncation_offset(
+            epoch, end_offset, own_epoch, own_end, plog.log_start_offset, plog.log_end_offset
+        )
         log.info(
             "%s: leader %d (epoch %d) diverges after epoch %d at offset %d; truncating"
             " from log end %d to %d",

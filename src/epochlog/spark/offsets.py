@@ -44,7 +44,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from epochlog.client import TopicPartition
-from epochlog.client.positions import find_divergence
+from epochlog.client.positions import ResetCause, ResetPolicy, Target, reset_plan
+from epochlog.protocol.divergence import find_divergence
 
 if TYPE_CHECKING:
     from epochlog.spark.leader_view import ClusterSnapshot
@@ -236,11 +237,19 @@ def _check_truncation(
         lost_from, epoch_before = view.high_watermark, UNKNOWN_EPOCH
     else:
         return pos
-    if lost_from is not None:
+    # The draft KIP's table, as the consumer applies it; "fail" plans as "latest" did
+    # and then stops the query (``DataLossError``) once every event is recorded.
+    plan = reset_plan(
+        ResetPolicy.LATEST if policy == "fail" else ResetPolicy(policy),
+        ResetCause.TRUNCATION_UNKNOWN if lost_from is None else ResetCause.TRUNCATION_KNOWN,
+        divergence=lost_from,
+        last_timestamp=pos.timestamp if offset_for_time is not None else None,
+    )
+    if plan.target is Target.DIVERGENCE:
         resume = Position(lost_from, epoch_before)
-    elif policy == "earliest":
+    elif plan.target is Target.LOG_START:
         resume = Position(view.log_start)
-    elif policy == "closest" and pos.timestamp >= 0 and offset_for_time is not None:
+    elif plan.target is Target.TIMESTAMP and offset_for_time is not None:
         resume = Position(offset_for_time(tp, pos.timestamp))
     else:
         resume = Position(view.high_watermark)

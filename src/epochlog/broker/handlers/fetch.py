@@ -11,6 +11,7 @@ from typing import Any
 
 from epochlog.broker.responses import RawResponse, error_code
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
+from epochlog.protocol.divergence import fetch_diverges
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.protocol.fetch_response import PartitionData, TopicData, encode_fetch_response
 
@@ -61,7 +62,7 @@ def _read_partition(
             epoch, end_offset = log.epoch_cache.end_offset_for(
                 fetch.last_fetched_epoch, log.log_end_offset
             )
-            if epoch < fetch.last_fetched_epoch or end_offset < fetch.fetch_offset:
+            if fetch_diverges(fetch.last_fetched_epoch, fetch.fetch_offset, epoch, end_offset):
                 # A diverged follower's offset says nothing of what it holds in common.
                 result.diverging_epoch = (epoch, end_offset)
                 result.high_watermark = partition.high_watermark
