@@ -43,9 +43,10 @@ from epochlog.broker.handlers import (
     txn_offset_commit,
     write_txn_markers,
 )
+from epochlog.broker.handlers.context import HandlerContext
 from epochlog.protocol.apis import ApiSpec, RequestFrame
 
-Handle = Callable[[Any, Any, int, RequestFrame], Awaitable[Any]]
+Handle = Callable[[HandlerContext, Any, int, RequestFrame], Awaitable[Any]]
 
 MODULES = (
     produce,

@@ -8,6 +8,7 @@ from typing import Any
 
 from kafka.protocol.producer import AddOffsetsToTxnResponse
 
+from epochlog.broker.handlers.context import HandlerContext
 from epochlog.broker.responses import fenced_error
 from epochlog.coordinator.hashing import OFFSETS_TOPIC
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
@@ -18,7 +19,7 @@ API = api(ApiKey.ADD_OFFSETS_TO_TXN, 0, 3)
 PRODUCER_FENCED_SINCE = 2
 
 
-async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
     if not request.group_id:
         code = ErrorCode.INVALID_GROUP_ID
     else:

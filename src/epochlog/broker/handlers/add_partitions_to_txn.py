@@ -9,6 +9,7 @@ from typing import Any
 
 from kafka.protocol.producer import AddPartitionsToTxnResponse
 
+from epochlog.broker.handlers.context import HandlerContext
 from epochlog.broker.responses import fenced_error
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
@@ -21,7 +22,7 @@ _TopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
 _PartitionResult = _TopicResult.AddPartitionsToTxnPartitionResult
 
 
-async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
     wanted = [
         (topic.name, index)
         for topic in request.v3_and_below_topics or []
@@ -58,6 +59,6 @@ async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -
     )
 
 
-def _exists(broker: Any, topic: str, index: int) -> bool:
+def _exists(broker: HandlerContext, topic: str, index: int) -> bool:
     known = broker.metadata_cache.topic(topic)
     return known is not None and index in known.partitions

@@ -6,6 +6,7 @@ from typing import Any
 
 from kafka.protocol.admin import CreatePartitionsResponse
 
+from epochlog.broker.handlers.context import HandlerContext
 from epochlog.broker.responses import check_partitions_per_request, error_code
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode, KafkaError
@@ -13,7 +14,7 @@ from epochlog.protocol.errors import ErrorCode, KafkaError
 API = api(ApiKey.CREATE_PARTITIONS, 0, 3)
 
 
-async def _grow(broker: Any, wanted: Any, validate_only: bool) -> Any:
+async def _grow(broker: HandlerContext, wanted: Any, validate_only: bool) -> Any:
     result = CreatePartitionsResponse.CreatePartitionsTopicResult(
         name=wanted.name, error_code=ErrorCode.NONE, error_message=None
     )
@@ -42,13 +43,13 @@ async def _grow(broker: Any, wanted: Any, validate_only: bool) -> Any:
     return result
 
 
-def _partitions_added(broker: Any, wanted: Any) -> int:
+def _partitions_added(broker: HandlerContext, wanted: Any) -> int:
     topic = broker.metadata_cache.topic(wanted.name)
     current = len(topic.partitions) if topic is not None else 0
     return max(0, wanted.count - current)
 
 
-async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
     try:
         check_partitions_per_request(
             broker, sum(_partitions_added(broker, t) for t in request.topics)

@@ -6,6 +6,7 @@ from typing import Any
 
 from kafka.protocol.admin import CreateTopicsResponse
 
+from epochlog.broker.handlers.context import HandlerContext
 from epochlog.broker.responses import check_partitions_per_request, error_code
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode, KafkaError
@@ -13,7 +14,9 @@ from epochlog.protocol.errors import ErrorCode, KafkaError
 API = api(ApiKey.CREATE_TOPICS, 2, 7)
 
 
-async def _create_one(broker: Any, wanted: Any, validate_only: bool, timeout_s: float) -> Any:
+async def _create_one(
+    broker: HandlerContext, wanted: Any, validate_only: bool, timeout_s: float
+) -> Any:
     result = CreateTopicsResponse.CreatableTopicResult(
         name=wanted.name,
         error_code=ErrorCode.NONE,
@@ -55,7 +58,7 @@ async def _create_one(broker: Any, wanted: Any, validate_only: bool, timeout_s: 
     return result
 
 
-def _partitions_asked(broker: Any, wanted: Any) -> int:
+def _partitions_asked(broker: HandlerContext, wanted: Any) -> int:
     if wanted.assignments:
         return len(wanted.assignments)
     if wanted.num_partitions == -1:
@@ -74,7 +77,7 @@ def _refused(wanted: Any, exc: KafkaError) -> Any:
     )
 
 
-async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
     validate_only = bool(request.validate_only) if version >= 1 else False
     timeout_s = max(0, request.timeout_ms) / 1000
     try:

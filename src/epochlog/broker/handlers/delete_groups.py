@@ -6,12 +6,13 @@ from typing import Any
 
 from kafka.protocol.admin import DeleteGroupsResponse
 
+from epochlog.broker.handlers.context import HandlerContext
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 
 API = api(ApiKey.DELETE_GROUPS, 0, 2)
 
 
-async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
     results = []
     for group_id in request.groups_names or []:
         code = await broker.coordinator.offsets.delete_group(group_id)

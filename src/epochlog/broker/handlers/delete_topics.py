@@ -7,6 +7,7 @@ from typing import Any
 
 from kafka.protocol.admin import DeleteTopicsResponse
 
+from epochlog.broker.handlers.context import HandlerContext
 from epochlog.broker.responses import error_code
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode, KafkaError
@@ -16,7 +17,9 @@ API = api(ApiKey.DELETE_TOPICS, 1, 6)
 ZERO_UUID = uuid.UUID(int=0)
 
 
-async def _delete_one(broker: Any, name: str | None, topic_id: uuid.UUID, timeout_s: float) -> Any:
+async def _delete_one(
+    broker: HandlerContext, name: str | None, topic_id: uuid.UUID, timeout_s: float
+) -> Any:
     result = DeleteTopicsResponse.DeletableTopicResult(
         name=name, topic_id=topic_id, error_code=ErrorCode.NONE, error_message=None
     )
@@ -36,7 +39,7 @@ async def _delete_one(broker: Any, name: str | None, topic_id: uuid.UUID, timeou
     return result
 
 
-async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
     if version >= 6:
         wanted = [(t.name, t.topic_id or ZERO_UUID) for t in request.topics]
     else:

@@ -6,6 +6,7 @@ from typing import Any
 
 from kafka.protocol.admin import DescribeConfigsResponse
 
+from epochlog.broker.handlers.context import HandlerContext
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
 
@@ -44,7 +45,7 @@ def _entry(name: str, value: str, source: int, version: int, synonyms: bool) -> 
     )
 
 
-def _topic_configs(broker: Any, name: str) -> dict[str, tuple[str, int]] | None:
+def _topic_configs(broker: HandlerContext, name: str) -> dict[str, tuple[str, int]] | None:
     topic = broker.metadata_cache.topic(name)
     if topic is None:
         return None
@@ -55,13 +56,13 @@ def _topic_configs(broker: Any, name: str) -> dict[str, tuple[str, int]] | None:
     }
 
 
-def _broker_configs(broker: Any, name: str) -> dict[str, tuple[str, int]] | None:
+def _broker_configs(broker: HandlerContext, name: str) -> dict[str, tuple[str, int]] | None:
     if name not in ("", str(broker.broker_id)):
         return None
     return {key: (str(value), STATIC_BROKER_CONFIG) for key, value in broker.config.props.items()}
 
 
-async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
     results = []
     for resource in request.resources:
         if resource.resource_type == TOPIC:

@@ -6,6 +6,7 @@ from typing import Any
 
 from kafka.protocol.admin import DescribeGroupsResponse
 
+from epochlog.broker.handlers.context import HandlerContext
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 
 API = api(ApiKey.DESCRIBE_GROUPS, 0, 5)
@@ -13,7 +14,7 @@ API = api(ApiKey.DESCRIBE_GROUPS, 0, 5)
 Described = DescribeGroupsResponse.DescribedGroup
 
 
-async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
     groups = []
     for group_id in request.groups or []:
         d = broker.coordinator.describe(group_id)

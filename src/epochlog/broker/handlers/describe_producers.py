@@ -7,6 +7,7 @@ from typing import Any
 
 from kafka.protocol.admin import DescribeProducersResponse
 
+from epochlog.broker.handlers.context import HandlerContext
 from epochlog.broker.responses import error_code
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
@@ -18,7 +19,7 @@ _Partition = _Topic.PartitionResponse
 _Producer = _Partition.ProducerState
 
 
-def _describe(broker: Any, topic: str, index: int) -> Any:
+def _describe(broker: HandlerContext, topic: str, index: int) -> Any:
     answer = _Partition(
         partition_index=index, error_code=ErrorCode.NONE, error_message=None, active_producers=[]
     )
@@ -44,7 +45,7 @@ def _describe(broker: Any, topic: str, index: int) -> Any:
     return answer
 
 
-async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
     return DescribeProducersResponse(
         throttle_time_ms=0,
         topics=[

@@ -7,6 +7,7 @@ from typing import Any
 
 from kafka.protocol.admin import DescribeTransactionsResponse
 
+from epochlog.broker.handlers.context import HandlerContext
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 
 API = api(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0)
@@ -14,7 +15,7 @@ API = api(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0)
 _State = DescribeTransactionsResponse.TransactionState
 
 
-async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
     states = []
     for tid in request.transactional_ids or []:
         error, meta = broker.txn_coordinator.describe(tid)

@@ -7,6 +7,7 @@ from typing import Any
 
 from kafka.protocol.admin import ElectLeadersResponse
 
+from epochlog.broker.handlers.context import HandlerContext
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
 
@@ -15,7 +16,7 @@ API = api(ApiKey.ELECT_LEADERS, 0, 2)
 PREFERRED = 0
 
 
-def _outcome(broker: Any, topic: str, partition: int) -> tuple[ErrorCode, str | None]:
+def _outcome(broker: HandlerContext, topic: str, partition: int) -> tuple[ErrorCode, str | None]:
     meta = broker.metadata_cache.topic(topic)
     state = meta.partitions.get(partition) if meta else None
     if state is None:
@@ -28,7 +29,7 @@ def _outcome(broker: Any, topic: str, partition: int) -> tuple[ErrorCode, str | 
     )
 
 
-async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
     election_type = request.election_type if version >= 1 else PREFERRED
     if request.topic_partitions is None:
         wanted = [(t.name, p) for t in broker.metadata_cache.topics() for p in sorted(t.partitions)]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from epochlog.broker.handlers.context import HandlerContext
 from epochlog.broker.responses import RawResponse, error_code
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.divergence import fetch_diverges
@@ -31,7 +32,7 @@ class _Budget:
 
 
 def _read_partition(
-    broker: Any,
+    broker: HandlerContext,
     topic: str,
     fetch: Any,
     version: int,
@@ -110,7 +111,9 @@ def exc_is_leadership(code: ErrorCode) -> bool:
     )
 
 
-def _read_all(broker: Any, request: Any, version: int) -> tuple[list[TopicData], _Budget, bool]:
+def _read_all(
+    broker: HandlerContext, request: Any, version: int
+) -> tuple[list[TopicData], _Budget, bool]:
     budget = _Budget(request.max_bytes if version >= 3 else 1 << 31)
     topics: list[TopicData] = []
     any_error = False
@@ -146,7 +149,7 @@ def _read_all(broker: Any, request: Any, version: int) -> tuple[list[TopicData],
     return topics, budget, any_error
 
 
-async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
     if version >= 7 and request.session_id != 0:
         # Incremental fetch sessions (KIP-227) are not offered: session id 0 in every
         # answer tells clients to keep sending full requests.

@@ -11,6 +11,7 @@ from typing import Any
 
 from kafka.protocol.metadata import FindCoordinatorResponse
 
+from epochlog.broker.handlers.context import HandlerContext
 from epochlog.coordinator.hashing import OFFSETS_TOPIC, partition_for
 from epochlog.metadata.model import TopicMetadata
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
@@ -27,7 +28,7 @@ CREATE_TIMEOUT_S = 10.0
 
 
 async def ensure_internal_topic(
-    broker: Any,
+    broker: HandlerContext,
     name: str,
     num_partitions: int,
     replication_factor: int,
@@ -61,7 +62,7 @@ async def ensure_internal_topic(
     return cache.topic(name)
 
 
-async def ensure_offsets_topic(broker: Any) -> TopicMetadata | None:
+async def ensure_offsets_topic(broker: HandlerContext) -> TopicMetadata | None:
     """``__consumer_offsets``: compacted (time and size retention apply only under
     ``delete``, so no key's latest value is lost to them)."""
     s = broker.coordinator.settings
@@ -76,7 +77,7 @@ async def ensure_offsets_topic(broker: Any) -> TopicMetadata | None:
     )
 
 
-async def ensure_transaction_state_topic(broker: Any) -> TopicMetadata | None:
+async def ensure_transaction_state_topic(broker: HandlerContext) -> TopicMetadata | None:
     """``__transaction_state``: compacted, with ``transaction.state.log.min.isr``."""
     s = broker.txn_coordinator.settings
     replication = max(1, min(s.replication_factor, len(broker.metadata_cache.brokers)))
@@ -95,7 +96,7 @@ async def ensure_transaction_state_topic(broker: Any) -> TopicMetadata | None:
     )
 
 
-async def find(broker: Any, key: str | None, key_type: int) -> Any:
+async def find(broker: HandlerContext, key: str | None, key_type: int) -> Any:
     """One coordinator answer (the v4 Coordinator shape; older versions unpack it)."""
     answer = FindCoordinatorResponse.Coordinator(
         key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.NONE, error_message=None
@@ -124,7 +125,7 @@ async def find(broker: Any, key: str | None, key_type: int) -> Any:
     return answer
 
 
-async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
     key_type = request.key_type if version >= 1 else GROUP_KEY_TYPE
     if version >= 4:
         answers = [await find(broker, key, key_type) for key in request.coordinator_keys or []]

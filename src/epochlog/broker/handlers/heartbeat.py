@@ -6,12 +6,13 @@ from typing import Any
 
 from kafka.protocol.consumer import HeartbeatResponse
 
+from epochlog.broker.handlers.context import HandlerContext
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 
 API = api(ApiKey.HEARTBEAT, 0, 4)
 
 
-async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
     error = broker.coordinator.membership.heartbeat(
         request.group_id,
         request.generation_id,

@@ -7,6 +7,7 @@ from typing import Any
 
 from kafka.protocol.admin import IncrementalAlterConfigsResponse
 
+from epochlog.broker.handlers.context import HandlerContext
 from epochlog.broker.responses import error_code
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode, KafkaError
@@ -33,7 +34,7 @@ def _apply(current: dict[str, str], changes: Any) -> dict[str, str]:
     return configs
 
 
-async def _alter(broker: Any, resource: Any, validate_only: bool) -> Any:
+async def _alter(broker: HandlerContext, resource: Any, validate_only: bool) -> Any:
     answer = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
         error_code=ErrorCode.NONE,
         error_message=None,
@@ -66,7 +67,7 @@ async def _alter(broker: Any, resource: Any, validate_only: bool) -> Any:
     return answer
 
 
-async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
     return IncrementalAlterConfigsResponse(
         throttle_time_ms=0,
         responses=[

@@ -8,6 +8,7 @@ from typing import Any
 
 from kafka.protocol.producer import InitProducerIdResponse
 
+from epochlog.broker.handlers.context import HandlerContext
 from epochlog.broker.responses import fenced_error
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
@@ -19,7 +20,7 @@ NO_PRODUCER_ID = -1
 PRODUCER_FENCED_SINCE = 4
 
 
-async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
     if request.transactional_id is None:
         # As Kafka does without a transactional id, every request (a recovering
         # producer's epoch bump included) gets a new id at epoch 0, which resets its

@@ -6,13 +6,14 @@ from typing import Any
 
 from kafka.protocol.consumer import JoinGroupResponse
 
+from epochlog.broker.handlers.context import HandlerContext
 from epochlog.coordinator.membership import JoinRequest
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 
 API = api(ApiKey.JOIN_GROUP, 0, 7)
 
 
-async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
     instance_id = request.group_instance_id if version >= 5 else None
     join = JoinRequest(
         group_id=request.group_id,

@@ -8,6 +8,7 @@ from typing import Any
 
 from kafka.protocol.consumer import ListOffsetsResponse
 
+from epochlog.broker.handlers.context import HandlerContext
 from epochlog.broker.responses import error_code
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode, KafkaError
@@ -51,7 +52,7 @@ def _lookup(
     return found.timestamp, found.offset, found.leader_epoch
 
 
-def _list_one(broker: Any, request: Any, topic: str, wanted: Any, version: int) -> Any:
+def _list_one(broker: HandlerContext, request: Any, topic: str, wanted: Any, version: int) -> Any:
     answer = ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
         partition_index=wanted.partition_index,
         error_code=ErrorCode.NONE,
@@ -78,7 +79,7 @@ def _list_one(broker: Any, request: Any, topic: str, wanted: Any, version: int) 
     return answer
 
 
-async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
     topics = [
         ListOffsetsResponse.ListOffsetsTopicResponse(
             name=topic.name,

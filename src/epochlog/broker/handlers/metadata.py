@@ -8,6 +8,7 @@ from typing import Any
 
 from kafka.protocol.metadata import MetadataResponse
 
+from epochlog.broker.handlers.context import HandlerContext
 from epochlog.metadata.model import TopicMetadata
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
@@ -53,7 +54,7 @@ def _error_entry(name: str | None, topic_id: uuid.UUID, code: ErrorCode) -> Any:
     )
 
 
-async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
     cache = broker.metadata_cache
     live = set(cache.brokers)
     # v0 asks for every topic with an empty list; later versions with null.

@@ -10,6 +10,7 @@ from typing import Any
 
 from kafka.protocol.consumer import OffsetCommitResponse
 
+from epochlog.broker.handlers.context import HandlerContext
 from epochlog.coordinator.commits import CommitRequest
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
@@ -19,13 +20,13 @@ API = api(ApiKey.OFFSET_COMMIT, 2, 8)
 Resp = OffsetCommitResponse.OffsetCommitResponseTopic
 
 
-def partition_exists(broker: Any, topic: str, partition: int) -> bool:
+def partition_exists(broker: HandlerContext, topic: str, partition: int) -> bool:
     known = broker.metadata_cache.topic(topic)
     return known is not None and partition in known.partitions
 
 
 def commit_requests(
-    broker: Any, topics: Any, with_epoch: bool
+    broker: HandlerContext, topics: Any, with_epoch: bool
 ) -> tuple[dict[tuple[str, int], CommitRequest], dict[tuple[str, int], ErrorCode], list[Any]]:
     """The offsets a commit request asks for (with their leader epochs when the version
     carries them), the answers already known (unknown partitions) and the order."""
@@ -44,7 +45,7 @@ def commit_requests(
     return wanted, answers, order
 
 
-async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
     wanted, answers, order = commit_requests(broker, request.topics, version >= 6)
     if wanted or not order:
         answers.update(

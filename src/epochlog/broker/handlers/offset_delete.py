@@ -6,6 +6,7 @@ from typing import Any
 
 from kafka.protocol.consumer import OffsetDeleteResponse
 
+from epochlog.broker.handlers.context import HandlerContext
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
 
@@ -14,7 +15,7 @@ API = api(ApiKey.OFFSET_DELETE, 0, 0)
 Resp = OffsetDeleteResponse.OffsetDeleteResponseTopic
 
 
-async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
     cache = broker.metadata_cache
     order = [(t.name, p.partition_index) for t in request.topics or [] for p in t.partitions or []]
     known = [k for k in order if (t := cache.topic(k[0])) is not None and k[1] in t.partitions]

@@ -9,6 +9,7 @@ from typing import Any
 
 from kafka.protocol.consumer import OffsetFetchResponse
 
+from epochlog.broker.handlers.context import HandlerContext
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
 
@@ -20,7 +21,7 @@ V8Topic = V8Group.OffsetFetchResponseTopics
 
 
 def _fetch_one(
-    broker: Any, group_id: str, topics: list[Any] | None, require_stable: bool
+    broker: HandlerContext, group_id: str, topics: list[Any] | None, require_stable: bool
 ) -> tuple[ErrorCode, dict]:
     wanted = None
     if topics is not None:
@@ -35,7 +36,7 @@ def _by_topic(found: dict) -> dict[str, list[tuple[int, Any]]]:
     return topics
 
 
-async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
     stable = version >= 7 and bool(request.require_stable)
     if version >= 8:
         groups = []

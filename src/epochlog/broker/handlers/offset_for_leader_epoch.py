@@ -7,6 +7,7 @@ from typing import Any
 
 from kafka.protocol.consumer import OffsetForLeaderEpochResponse
 
+from epochlog.broker.handlers.context import HandlerContext
 from epochlog.broker.responses import error_code
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
@@ -17,7 +18,9 @@ CONSUMER_REPLICA_ID = -1
 DEBUGGING_REPLICA_ID = -2
 
 
-def _end_offset(broker: Any, replica_id: int, topic: str, wanted: Any, version: int) -> Any:
+def _end_offset(
+    broker: HandlerContext, replica_id: int, topic: str, wanted: Any, version: int
+) -> Any:
     answer = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset(
         error_code=ErrorCode.NONE, partition=wanted.partition, leader_epoch=-1, end_offset=-1
     )
@@ -37,7 +40,7 @@ def _end_offset(broker: Any, replica_id: int, topic: str, wanted: Any, version: 
     return answer
 
 
-async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
     replica_id = request.replica_id if version >= 3 else CONSUMER_REPLICA_ID
     topics = [
         OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult(

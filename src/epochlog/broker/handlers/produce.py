@@ -7,6 +7,7 @@ from typing import Any
 
 from kafka.protocol.producer import ProduceResponse
 
+from epochlog.broker.handlers.context import HandlerContext
 from epochlog.broker.responses import error_code
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.batch import read_header
@@ -50,7 +51,7 @@ def _partition_response(
 
 
 def _produce_one(
-    broker: Any, topic: str, index: int, records: bytes | None, acks: int
+    broker: HandlerContext, topic: str, index: int, records: bytes | None, acks: int
 ) -> tuple[Any, AckWait | None]:
     """Append one partition's records; for acks=all also what to wait for."""
     try:
@@ -90,7 +91,7 @@ def _is_transactional(records: bytes | None) -> bool:
         return False  # the log refuses the batch with its own error
 
 
-async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
     acks = request.acks
     responses = []
     waits: list[tuple[Any, AckWait]] = []

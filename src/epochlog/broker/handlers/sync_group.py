@@ -6,12 +6,13 @@ from typing import Any
 
 from kafka.protocol.consumer import SyncGroupResponse
 
+from epochlog.broker.handlers.context import HandlerContext
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 
 API = api(ApiKey.SYNC_GROUP, 0, 5)
 
 
-async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
     coordinator = broker.coordinator
     error, assignment = await coordinator.membership.sync(
         request.group_id,

@@ -9,6 +9,7 @@ from typing import Any
 
 from kafka.protocol.producer import TxnOffsetCommitResponse
 
+from epochlog.broker.handlers.context import HandlerContext
 from epochlog.broker.handlers.offset_commit import commit_requests
 from epochlog.coordinator.store import TxnProducer
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
@@ -19,7 +20,7 @@ _Topic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
 _Partition = _Topic.TxnOffsetCommitResponsePartition
 
 
-async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
     wanted, answers, order = commit_requests(broker, request.topics, version >= 2)
     if wanted:
         answers.update(

@@ -10,6 +10,7 @@ from typing import Any
 
 from kafka.protocol.producer import WriteTxnMarkersResponse
 
+from epochlog.broker.handlers.context import HandlerContext
 from epochlog.broker.responses import error_code
 from epochlog.coordinator.hashing import OFFSETS_TOPIC
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
@@ -26,7 +27,7 @@ _PartitionResult = _TopicResult.WritableTxnMarkerPartitionResult
 MARKER_TIMEOUT_S = 30.0
 
 
-async def handle(broker: Any, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
     rm = broker.replica_manager
     answers: list[tuple[Any, str, int, Any, bool]] = []
     waits: list[tuple[Any, AckWait]] = []

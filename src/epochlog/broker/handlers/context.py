@@ -1,0 +1,63 @@
+"""What a handler may read and call: the parts of a broker a request touches, and no
+more. ``Broker`` provides them; handlers are written against this, so a reader (or a
+type checker) can follow a request from its handler into replication, the coordinators
+and storage without opening the broker."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from epochlog.broker.cluster_link import ClusterLink
+    from epochlog.broker.config import BrokerConfig
+    from epochlog.broker.metadata_cache import MetadataCache
+    from epochlog.coordinator.coordinator import GroupCoordinator
+    from epochlog.metadata.model import BrokerEndpoint, TopicMetadata
+    from epochlog.protocol.apis import ApiSpec
+    from epochlog.protocol.errors import ErrorCode
+    from epochlog.replication.replica_manager import ReplicaManager
+    from epochlog.seams import Seams
+    from epochlog.storage.config import LogConfig
+    from epochlog.txn.coordinator import TransactionCoordinator
+
+
+class ServedApis(Protocol):
+    """ApiVersions' view of the request channel."""
+
+    @property
+    def apis(self) -> list[ApiSpec]: ...
+
+
+@runtime_checkable
+class HandlerContext(Protocol):
+    broker_id: int
+    config: BrokerConfig
+    seams: Seams
+    endpoint: BrokerEndpoint | None
+    metadata_cache: MetadataCache
+    replica_manager: ReplicaManager
+    coordinator: GroupCoordinator
+    txn_coordinator: TransactionCoordinator
+    cluster: ClusterLink | None
+    request_channel: ServedApis
+
+    async def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: dict[str, str],
+        assignment: dict[int, list[int]] | None = None,
+        validate_only: bool = False,
+        timeout_s: float = 30.0,
+    ) -> TopicMetadata | None: ...
+
+    async def auto_create_topic(
+        self, name: str, allowed: bool
+    ) -> tuple[TopicMetadata | None, ErrorCode]: ...
+
+    def validate_topic_configs(self, configs: dict[str, str]) -> None: ...
+
+    def validate_assignments(self, assignments: dict[int, list[int]]) -> None: ...
+
+    def topic_log_config(self, configs: dict[str, str]) -> LogConfig: ...
