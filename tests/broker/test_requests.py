@@ -325,6 +325,8 @@ def test_incremental_alter_configs_changes_one_topic_setting(tmp_path: Path) -> 
             bad = await conn.send(alter("retention.ms", "soon"), 1)
             assert ok.responses[0].error_code == 0
             assert bad.responses[0].error_code == ErrorCode.INVALID_CONFIG
+            # The registry's message, as everywhere else.
+            assert bad.responses[0].error_message == "retention.ms: expected an integer, got 'soon'"
             described = await conn.send(
                 DescribeConfigsRequest(
                     resources=[
@@ -344,6 +346,47 @@ def test_incremental_alter_configs_changes_one_topic_setting(tmp_path: Path) -> 
                 "unclean.leader.election.enable": ("true", 1),
                 "retention.ms": ("604800000", 5),
             }
+            await conn.close()
+
+    run(scenario)
+
+
+def test_describe_configs_reports_every_setting_with_its_source_type_and_documentation(
+    tmp_path: Path,
+) -> None:
+    from kafka.protocol.admin import DescribeConfigsRequest
+
+    def describe(resource_type: int, name: str, keys: list[str]) -> DescribeConfigsRequest:
+        resource = DescribeConfigsRequest.DescribeConfigsResource(
+            resource_type=resource_type, resource_name=name, configuration_keys=keys
+        )
+        return DescribeConfigsRequest(
+            resources=[resource], include_synonyms=True, include_documentation=True
+        )
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path, log_retention_hours="1") as broker:
+            conn = await connect(broker)
+            await create_topic_via_metadata(conn, "t")
+            keys = ["log.retention.hours", "num.partitions"]
+            server = await conn.send(describe(4, "0", keys), 4)
+            found = {c.name: c for c in server.results[0].configs}
+            hours, partitions = found["log.retention.hours"], found["num.partitions"]
+            assert (hours.value, hours.config_source) == ("1", 4)
+            assert (partitions.value, partitions.config_source) == ("1", 5)
+            assert hours.config_type == 3 and hours.read_only and hours.documentation
+            assert [(s.name, s.value, s.source) for s in hours.synonyms] == [
+                ("log.retention.hours", "1", 4),
+                ("log.retention.hours", "168", 5),
+            ]
+            topic = await conn.send(describe(2, "t", ["retention.ms"]), 4)
+            (retention,) = topic.results[0].configs
+            assert (retention.value, retention.config_source) == ("3600000", 4)
+            assert retention.config_type == 5 and not retention.read_only
+            assert [(s.name, s.value, s.source) for s in retention.synonyms] == [
+                ("log.retention.hours", "1", 4),
+                ("log.retention.hours", "168", 5),
+            ]
             await conn.close()
 
     run(scenario)

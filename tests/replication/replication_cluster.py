@@ -32,6 +32,7 @@ from epochlog.replication.replica_manager import ReplicaManager
 from epochlog.replication.settings import ReplicationSettings
 from epochlog.seams import Seams, Server
 from epochlog.seams.real import real_seams
+from epochlog.settings.broker import BROKER
 from epochlog.storage.config import LogConfig
 from epochlog.storage.log_manager import LogManager
 
@@ -88,7 +89,7 @@ class Node:
             self.broker_id,
             self.log_manager,
             self.seams,
-            ReplicationSettings.from_properties(self.cluster.settings),
+            ReplicationSettings.from_settings(BROKER.parse(self.cluster.settings)),
             self.cluster.endpoint_of,
             self.cluster.propose_isr,
         )

@@ -15,6 +15,7 @@ from epochlog.replication.monotonic_list_offsets import offsets_available
 from epochlog.replication.partition import Partition, StateChange
 from epochlog.replication.settings import ReplicationSettings
 from epochlog.seams.real import OsDisk
+from epochlog.settings.broker import BROKER
 from epochlog.storage.config import LogConfig
 from epochlog.storage.log import Log
 
@@ -211,8 +212,12 @@ def test_kip207_not_applied_after_unclean_election(tmp_path: Path) -> None:
 
 
 def test_settings_use_kafka_names_and_defaults() -> None:
-    assert ReplicationSettings.from_properties({}) == ReplicationSettings()
-    s = ReplicationSettings.from_properties({"replica.lag.time.max.ms": "100", "x": "y"})
+    assert ReplicationSettings.from_settings(BROKER.parse({})) == ReplicationSettings()
+    s = ReplicationSettings.from_settings(BROKER.parse({"replica.lag.time.max.ms": "100"}))
     assert s.replica_lag_time_max_ms == 100 and s.replica_fetch_wait_max_ms == 500
     with pytest.raises(ValueError, match="replica.fetch.backoff.ms"):
-        ReplicationSettings.from_properties({"replica.fetch.backoff.ms": "soon"})
+        BROKER.parse({"replica.fetch.backoff.ms": "soon"})
+    with pytest.raises(ValueError, match="replica.socket.timeout.ms"):
+        ReplicationSettings.from_settings(
+            BROKER.parse({"replica.fetch.wait.max.ms": "600", "replica.socket.timeout.ms": "500"})
+        )

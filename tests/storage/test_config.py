@@ -1,6 +1,8 @@
 import pytest
 
-from epochlog.storage.config import LONG_MAX, LogConfig, topic_defaults_from_broker
+from epochlog.settings.broker import BROKER
+from epochlog.settings.registry import LONG_MAX
+from epochlog.storage.config import LogConfig, topic_defaults_from_broker
 
 
 def test_defaults_follow_kafka():
@@ -48,16 +50,18 @@ def test_bad_topic_settings_raise_naming_the_setting(props, name):
 
 def test_broker_log_settings_map_to_topic_defaults_with_ms_over_minutes_over_hours():
     c = topic_defaults_from_broker(
-        {
-            "log.retention.hours": "1",
-            "log.retention.minutes": "2",
-            "log.roll.hours": "3",
-            "log.segment.bytes": "4096",
-            "message.max.bytes": "2000",
-            "log.flush.interval.messages": "7",
-            "log.message.timestamp.type": "LogAppendTime",
-            "broker.id": "1",
-        }
+        BROKER.parse(
+            {
+                "log.retention.hours": "1",
+                "log.retention.minutes": "2",
+                "log.roll.hours": "3",
+                "log.segment.bytes": "4096",
+                "message.max.bytes": "2000",
+                "log.flush.interval.messages": "7",
+                "log.message.timestamp.type": "LogAppendTime",
+                "broker.id": "1",
+            }
+        )
     )
     assert c.retention_ms == 120_000
     assert c.segment_ms == 3 * 3_600_000
@@ -67,15 +71,17 @@ def test_broker_log_settings_map_to_topic_defaults_with_ms_over_minutes_over_hou
     assert c.log_append_time
     assert (
         topic_defaults_from_broker(
-            {"log.retention.ms": "5", "log.retention.hours": "9"}
+            BROKER.parse({"log.retention.ms": "5", "log.retention.hours": "9"})
         ).retention_ms
         == 5
     )
-    assert topic_defaults_from_broker({"log.retention.hours": "-1"}).retention_ms == -1
+    assert (
+        topic_defaults_from_broker(BROKER.parse({"log.retention.hours": "-1"})).retention_ms == -1
+    )
 
 
 def test_malformed_broker_setting_names_the_broker_setting():
     with pytest.raises(ValueError, match=r"log\.retention\.hours"):
-        topic_defaults_from_broker({"log.retention.hours": "soon"})
+        topic_defaults_from_broker(BROKER.parse({"log.retention.hours": "soon"}))
     with pytest.raises(ValueError, match=r"log\.segment\.bytes"):
-        topic_defaults_from_broker({"log.segment.bytes": "x"})
+        topic_defaults_from_broker(BROKER.parse({"log.segment.bytes": "x"}))

@@ -224,9 +224,7 @@ def test_scrubber_finds_bit_rot_in_a_sealed_segment_at_its_rate_and_cuts_there(
         clock,
         [str(log_dir)],
         CONFIG,
-        LogManagerSettings.from_properties(
-            {"log.scrub.interval.ms": "1000", "log.scrub.bytes.per.second": "1000"}
-        ),
+        LogManagerSettings(scrub_interval_ms=1000, scrub_bytes_per_second=1000),
     )
     manager.start(lambda _topic: CONFIG)
     assert len(_read_all(manager)) == len(before)  # every batch checked once already

@@ -35,10 +35,10 @@ log = logging.getLogger("epochlog.broker")
 def metastore_uri(config: BrokerConfig) -> str:
     """``metastore`` (a URI), else Kafka's ``zookeeper.connect``, else an embedded
     SQLite file beside the first log directory's data."""
-    uri = config.get("metastore")
+    uri = config["metastore"]
     if uri:
         return uri
-    zookeeper = config.get("zookeeper.connect")
+    zookeeper = config["zookeeper.connect"]
     if zookeeper:
         return f"zk://{zookeeper}"
     return "sqlite://" + os.path.join(os.path.abspath(config.log_dirs[0]), "metastore.db")
@@ -49,13 +49,13 @@ class Broker:
         self.config = config
         self.seams = seams
         self.broker_id = config.broker_id
-        self.log_defaults = topic_defaults_from_broker(config.props)
+        self.log_defaults = topic_defaults_from_broker(config.settings)
         self.log_manager = LogManager(
             seams.disk,
             seams.clock,
             config.log_dirs,
             self.log_defaults,
-            LogManagerSettings.from_properties(config.props),
+            LogManagerSettings.from_settings(config.settings),
         )
         self.log_manager.high_watermark = self._high_watermark
         self.metadata_cache = MetadataCache("")
@@ -63,17 +63,17 @@ class Broker:
             self.broker_id,
             self.log_manager,
             seams,
-            ReplicationSettings.from_properties(config.props),
+            ReplicationSettings.from_settings(config.settings),
             self._endpoint_of,
             self._propose_isr,
         )
         self.coordinator = GroupCoordinator(
-            self.replica_manager, seams, CoordinatorSettings.from_properties(config.props)
+            self.replica_manager, seams, CoordinatorSettings.from_settings(config.settings)
         )
         self.txn_coordinator = TransactionCoordinator(
             self.replica_manager,
             seams,
-            TransactionSettings.from_properties(config.props),
+            TransactionSettings.from_settings(config.settings),
             self._allocate_producer_id,
             self._partition_leader,
         )
@@ -86,10 +86,10 @@ class Broker:
         self._joined = asyncio.Event()
         self._connections = ConnectionLoop(
             self.request_channel,
-            max_request_bytes=config.get_int("socket.request.max.bytes"),
-            idle_timeout_s=config.get_int("connections.max.idle.ms") / 1000,
+            max_request_bytes=config["socket.request.max.bytes"],
+            idle_timeout_s=config["connections.max.idle.ms"] / 1000,
             ready=self._joined,
-            queued_max_request_bytes=config.get_int("queued.max.request.bytes"),
+            queued_max_request_bytes=config["queued.max.request.bytes"],
         )
         self._stop = asyncio.Event()
         self._background: asyncio.Task[None] | None = None
@@ -158,7 +158,9 @@ class Broker:
             # The default metastore file lives in the first log directory.
             self.seams.disk.makedirs(log_dir)
         self.store = await open_metastore(
-            metastore_uri(self.config), self.seams.clock, settings=self.config.props
+            metastore_uri(self.config),
+            self.seams.clock,
+            session_timeout_ms=self.config["zookeeper.session.timeout.ms"],
         )
         self.cluster = ClusterLink(
             self.store,
@@ -189,7 +191,7 @@ class Broker:
             self.store,
             self.broker_id,
             self.seams.clock,
-            ControllerSettings.from_properties(self.config.props),
+            ControllerSettings.from_settings(self.config.settings),
         )
         await self.controller.start()
         await self.replica_manager.start()
@@ -207,9 +209,9 @@ class Broker:
 
     async def stop(self) -> None:
         """Hand leadership away, stop serving, leave the cluster, flush and checkpoint."""
-        if self.cluster is not None and self.config.get_bool("controlled.shutdown.enable"):
-            retries = self.config.get_int("controlled.shutdown.max.retries")
-            backoff_ms = self.config.get_int("controlled.shutdown.retry.backoff.ms")
+        if self.cluster is not None and self.config["controlled.shutdown.enable"]:
+            retries = self.config["controlled.shutdown.max.retries"]
+            backoff_ms = self.config["controlled.shutdown.retry.backoff.ms"]
             await self.cluster.controlled_shutdown(retries * backoff_ms / 1000)
         self._stop.set()
         await self.txn_coordinator.stop()
@@ -267,15 +269,13 @@ class Broker:
     async def auto_create_topic(
         self, name: str, allowed: bool
     ) -> tuple[TopicMetadata | None, ErrorCode]:
-        if not (allowed and self.config.get_bool("auto.create.topics.enable")):
+        if not (allowed and self.config["auto.create.topics.enable"]):
             return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         replication = min(
-            self.config.get_int("default.replication.factor"), len(self.metadata_cache.brokers)
+            self.config["default.replication.factor"], len(self.metadata_cache.brokers)
         )
         try:
-            await self.create_topic(
-                name, self.config.get_int("num.partitions"), max(1, replication), {}
-            )
+            await self.create_topic(name, self.config["num.partitions"], max(1, replication), {})
         except KafkaError as exc:
             if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                 return None, exc.code

@@ -44,7 +44,7 @@ def check_partitions_per_request(broker: Any, total: int) -> None:
     """Kafka's answer to a CreateTopics or CreatePartitions asking for more partitions
     in total than ``controller.max.records.per.batch``: all of it is refused, before any
     work, so no single request can keep a broker busy long enough to lose its session."""
-    limit = broker.config.get_int("controller.max.records.per.batch")
+    limit = broker.config["controller.max.records.per.batch"]
     if total > limit:
         raise KafkaError(
             ErrorCode.POLICY_VIOLATION,

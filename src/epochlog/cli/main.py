@@ -5,6 +5,7 @@ epochlog up --brokers N    run a local cluster of N broker processes on loopback
 epochlog topics ...        create, delete, list and describe topics
 epochlog status            leaders, epochs, ISR, high watermarks, replica logs
 epochlog quarantine ...    list, show and replay what truncations kept aside
+epochlog settings          every setting with its default (docs/settings.md)
 epochlog demo              the main job: a cluster, a PySpark pipeline, an unclean election
 """
 
@@ -25,8 +26,10 @@ from epochlog.cli.logs import configure_logging
 from epochlog.demo import add_arguments as add_demo_arguments
 from epochlog.protocol.errors import KafkaError
 from epochlog.seams.real import real_seams
+from epochlog.settings.broker import BROKER
 from epochlog.tools import quarantine
 from epochlog.tools.local_cluster import LocalCluster, run_local_cluster
+from epochlog.tools.settings_reference import reference
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
@@ -85,10 +88,19 @@ def _cmd_broker(args: argparse.Namespace) -> int:
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
-    cluster = LocalCluster(
-        os.path.abspath(args.data_dir), args.brokers, args.port, dict(args.set or [])
-    )
+    settings = dict(args.set or [])
+    try:
+        BROKER.parse(settings)
+    except ValueError as exc:
+        print(f"epochlog up: {exc}", file=sys.stderr)
+        return 2
+    cluster = LocalCluster(os.path.abspath(args.data_dir), args.brokers, args.port, settings)
     return run_local_cluster(cluster)
+
+
+def _cmd_settings(args: argparse.Namespace) -> int:
+    print(reference(), end="")
+    return 0
 
 
 def _run(work: Callable[[], Awaitable[str] | str]) -> int:
@@ -232,6 +244,11 @@ def build_parser() -> argparse.ArgumentParser:
     txn.add_argument("--topic")
     txn.add_argument("--partition", type=int, default=0)
     txn.set_defaults(func=_cmd_transactions)
+
+    reference_cmd = sub.add_parser(
+        "settings", help="every broker, topic and client setting (docs/settings.md)"
+    )
+    reference_cmd.set_defaults(func=_cmd_settings)
 
     demo = sub.add_parser("demo", help="the main job end to end, with an unclean election")
     add_demo_arguments(demo)

@@ -22,7 +22,7 @@ from kafka.protocol.metadata import MetadataRequest
 
 from epochlog.client.admin_groups import GroupAdmin
 from epochlog.client.admin_transactions import TransactionAdmin
-from epochlog.client.config import COMMON, parse_config
+from epochlog.client.config import ADMIN, parse_config
 from epochlog.client.connection import BrokerConnection
 from epochlog.client.errors import TopicPartition
 from epochlog.client.lookup import OffsetAndTimestamp, list_offsets
@@ -70,16 +70,6 @@ def _raise_for(code: int, what: str) -> None:
         raise KafkaError(ErrorCode(code), what)
 
 
-def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
-    out = []
-    for item in servers.split(","):
-        host, _, port = item.strip().rpartition(":")
-        if not host or not port.isdigit():
-            raise ValueError(f"bootstrap.servers: expected HOST:PORT, got {item!r}")
-        out.append((host, int(port)))
-    return out
-
-
 class AsyncAdmin(GroupAdmin, TransactionAdmin):
     """``AsyncAdmin({"bootstrap.servers": ...}, seams)`` or, as the tools do,
     ``AsyncAdmin(network, "host:port")``."""
@@ -91,12 +81,12 @@ class AsyncAdmin(GroupAdmin, TransactionAdmin):
         seams: Seams | None = None,
     ) -> None:
         if isinstance(config, Mapping):
-            self.config = parse_config(config, COMMON)
+            self.config = parse_config(config, ADMIN)
             seams = seams or real_seams()
             network = seams.network
         else:
             network = config
-            self.config = parse_config({"bootstrap.servers": bootstrap_servers}, COMMON)
+            self.config = parse_config({"bootstrap.servers": bootstrap_servers}, ADMIN)
             seams = seams or real_seams()
         c = self.config
         self._bootstrap = c["bootstrap.servers"]

@@ -1,59 +1,26 @@
-"""Client settings by Kafka's property names, checked once at construction so that a
-mistake is reported where it was made, naming the setting (as confluent-kafka does)."""
+"""Client settings, declared once with Kafka's names (on the registry the broker's use),
+checked at construction so that a mistake is reported where it was made, naming the
+setting (as confluent-kafka does)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 from epochlog.client.errors import ConfigError
 from epochlog.client.positions import ResetPolicy
 from epochlog.protocol import compression
-
-Parser = Callable[[str, object], Any]
-
-
-def _int(minimum: int, maximum: int = 2**31 - 1) -> Parser:
-    def parse(name: str, raw: object) -> int:
-        if isinstance(raw, bool):
-            raise ConfigError(name, f"expected an integer, got {raw!r}")
-        try:
-            value = int(raw)  # type: ignore[call-overload]
-        except (TypeError, ValueError):
-            raise ConfigError(name, f"expected an integer, got {raw!r}") from None
-        if not minimum <= value <= maximum:
-            raise ConfigError(name, f"{value} is outside {minimum}..{maximum}")
-        return value
-
-    return parse
-
-
-def _bool(name: str, raw: object) -> bool:
-    if isinstance(raw, bool):
-        return raw
-    text = str(raw).strip().lower()
-    if text in ("true", "1"):
-        return True
-    if text in ("false", "0"):
-        return False
-    raise ConfigError(name, f"expected true or false, got {raw!r}")
-
-
-def _choice(*choices: str) -> Parser:
-    def parse(name: str, raw: object) -> str:
-        text = str(raw).strip().lower()
-        if text not in choices:
-            raise ConfigError(name, f"{raw!r} is not one of {', '.join(choices)}")
-        return text
-
-    return parse
-
-
-def _string(name: str, raw: object) -> str:
-    if not isinstance(raw, str):
-        raise ConfigError(name, f"expected a string, got {raw!r}")
-    return raw
+from epochlog.settings.registry import (
+    BOOLEAN,
+    TEXT,
+    ConfigType,
+    Kind,
+    Registry,
+    Setting,
+    choice,
+    integer,
+    items,
+)
 
 
 def parse_bootstrap(name: str, raw: object) -> list[tuple[str, int]]:
@@ -77,84 +44,117 @@ def _acks(name: str, raw: object) -> int:
     return table[text]
 
 
-def _strategies(name: str, raw: object) -> tuple[str, ...]:
-    """Assignor names in order of preference (Kafka's comma-separated list)."""
-    items = raw.split(",") if isinstance(raw, str) else list(raw)  # type: ignore[call-overload]
-    names = tuple(str(i).strip().lower() for i in items if str(i).strip())
-    if not names or any(n not in ("range", "roundrobin") for n in names):
-        raise ConfigError(name, f"{raw!r}: expected range and/or roundrobin")
-    return names
+BOOTSTRAP = Kind(ConfigType.LIST, parse_bootstrap, "HOST:PORT[,HOST:PORT...]")
+ACKS = Kind(ConfigType.STRING, _acks, "0, 1 or all", render=lambda v: "all" if v == -1 else str(v))
+_MS = integer(0, long=False)
+_BYTES = integer(1, long=False)
+
+COMMON = [
+    Setting(
+        "bootstrap.servers", BOOTSTRAP, None, "Brokers to ask for metadata first.", required=True
+    ),
+    Setting("client.id", TEXT, "epochlog", "Sent with every request (logs, quotas)."),
+    Setting("request.timeout.ms", integer(1, long=False), 30000, "How long a request may take."),
+    Setting("retry.backoff.ms", _MS, 100, "First wait before a retry."),
+    Setting("retry.backoff.max.ms", _MS, 1000, "Longest wait before a retry (exponential)."),
+    Setting("metadata.max.age.ms", _MS, 300000, "Metadata older than this is refreshed."),
+]
+
+ADMIN = Registry("Admin client settings", COMMON)
+
+PRODUCER = Registry(
+    "Producer settings",
+    COMMON
+    + [
+        Setting("acks", ACKS, "all", "Replicas that must have a record before it is acknowledged."),
+        Setting("linger.ms", _MS, 5, "How long a batch waits for more records."),
+        Setting("batch.size", _BYTES, 16384, "Bytes of one partition's batch."),
+        Setting(
+            "compression.type",
+            choice(*compression.CODEC_NAMES.values(), case_sensitive=False),
+            "none",
+            "Codec of produced batches.",
+        ),
+        Setting(
+            "enable.idempotence",
+            BOOLEAN,
+            True,
+            "Producer ids and sequence numbers: a retried batch is written once.",
+        ),
+        Setting("retries", _MS, 2**31 - 1, "Attempts at a batch before it fails."),
+        Setting(
+            "delivery.timeout.ms",
+            integer(1, long=False),
+            120000,
+            "A record not acknowledged this long after send() fails.",
+        ),
+        Setting(
+            "partitioner",
+            choice("murmur2_random", "murmur2", "random", case_sensitive=False),
+            "murmur2_random",
+            "How a record's partition is chosen (murmur2 of the key, as Kafka's).",
+        ),
+        Setting("max.request.size", _BYTES, 1048576, "Largest Produce request."),
+        Setting(
+            "transactional.id",
+            TEXT,
+            None,
+            "Makes the producer transactional (client/transactions.py); implies idempotence.",
+        ),
+        Setting(
+            "transaction.timeout.ms",
+            integer(1, long=False),
+            60000,
+            "The coordinator aborts a transaction open longer than this.",
+        ),
+    ],
+)
+
+CONSUMER = Registry(
+    "Consumer settings",
+    COMMON
+    + [
+        Setting(
+            "auto.offset.reset",
+            choice(*(p.value for p in ResetPolicy), case_sensitive=False),
+            "latest",
+            "Where to start without a committed offset, and what to do on a truncation (KIP-320).",
+        ),
+        Setting("fetch.min.bytes", _BYTES, 1, "Bytes a fetch waits for."),
+        Setting("fetch.max.bytes", _BYTES, 52428800, "Bytes of one fetch response."),
+        Setting("max.partition.fetch.bytes", _BYTES, 1048576, "Bytes per partition of a fetch."),
+        Setting("fetch.max.wait.ms", _MS, 500, "Longest wait of a fetch."),
+        Setting("check.crcs", BOOLEAN, True, "Check every fetched batch's CRC."),
+        Setting(
+            "isolation.level",
+            choice("read_uncommitted", "read_committed", case_sensitive=False),
+            "read_uncommitted",
+            "read_committed hands out only committed transactions' records.",
+        ),
+        Setting("group.id", TEXT, None, "The consumer group (client/group.py); none: assign()."),
+        Setting(
+            "partition.assignment.strategy",
+            items("range", "roundrobin"),
+            "range",
+            "Assignors in order of preference.",
+        ),
+        Setting("session.timeout.ms", integer(1, long=False), 45000, "Group session."),
+        Setting("heartbeat.interval.ms", integer(1, long=False), 3000, "Between heartbeats."),
+        Setting(
+            "max.poll.interval.ms",
+            integer(1, long=False),
+            300000,
+            "A member that does not poll this long leaves the group.",
+        ),
+        Setting("enable.auto.commit", BOOLEAN, True, "Commit positions in the background."),
+        Setting("auto.commit.interval.ms", _MS, 5000, "Between automatic commits."),
+    ],
+)
 
 
-@dataclass(frozen=True)
-class Setting:
-    parse: Parser
-    default: object = None
-    required: bool = False
-
-
-COMMON: dict[str, Setting] = {
-    "bootstrap.servers": Setting(parse_bootstrap, required=True),
-    "client.id": Setting(_string, "epochlog"),
-    "request.timeout.ms": Setting(_int(1), 30000),
-    "retry.backoff.ms": Setting(_int(0), 100),
-    "retry.backoff.max.ms": Setting(_int(0), 1000),
-    "metadata.max.age.ms": Setting(_int(0), 300000),
-}
-
-PRODUCER: dict[str, Setting] = {
-    **COMMON,
-    "acks": Setting(_acks, "all"),
-    "linger.ms": Setting(_int(0), 5),
-    "batch.size": Setting(_int(1), 16384),
-    "compression.type": Setting(_choice(*compression.CODEC_NAMES.values()), "none"),
-    "enable.idempotence": Setting(_bool, True),
-    "retries": Setting(_int(0), 2**31 - 1),
-    "delivery.timeout.ms": Setting(_int(1), 120000),
-    "partitioner": Setting(_choice("murmur2_random", "murmur2", "random"), "murmur2_random"),
-    "max.request.size": Setting(_int(1), 1048576),
-    # Transactions (client/transactions.py): a transactional id implies idempotence.
-    "transactional.id": Setting(_string),
-    "transaction.timeout.ms": Setting(_int(1), 60000),
-}
-
-CONSUMER: dict[str, Setting] = {
-    **COMMON,
-    "auto.offset.reset": Setting(_choice(*(p.value for p in ResetPolicy)), "latest"),
-    "fetch.min.bytes": Setting(_int(1), 1),
-    "fetch.max.bytes": Setting(_int(1), 52428800),
-    "max.partition.fetch.bytes": Setting(_int(1), 1048576),
-    "fetch.max.wait.ms": Setting(_int(0), 500),
-    "check.crcs": Setting(_bool, True),
-    # Kafka's default; read_committed hands out only committed transactions' records.
-    "isolation.level": Setting(_choice("read_uncommitted", "read_committed"), "read_uncommitted"),
-    # Consumer groups (client/group.py); used only when group.id is set.
-    "group.id": Setting(_string),
-    "partition.assignment.strategy": Setting(_strategies, "range"),
-    "session.timeout.ms": Setting(_int(1), 45000),
-    "heartbeat.interval.ms": Setting(_int(1), 3000),
-    "max.poll.interval.ms": Setting(_int(1), 300000),
-    "enable.auto.commit": Setting(_bool, True),
-    "auto.commit.interval.ms": Setting(_int(0), 5000),
-}
-
-
-def parse_config(raw: Mapping[str, object], settings: Mapping[str, Setting]) -> dict[str, Any]:
-    """Every known setting parsed (defaults filled in); unknown names are refused."""
-    if not isinstance(raw, Mapping):
-        raise ConfigError("config", f"expected a dict of settings, got {type(raw).__name__}")
-    for name in raw:
-        if name not in settings:
-            raise ConfigError(str(name), "unknown setting")
-    out: dict[str, Any] = {}
-    for name, setting in settings.items():
-        if name in raw and raw[name] is not None:
-            out[name] = setting.parse(name, raw[name])
-        elif setting.required:
-            raise ConfigError(name, "required")
-        else:
-            out[name] = None if setting.default is None else setting.parse(name, setting.default)
-    return out
+def parse_config(raw: Mapping[str, object], settings: Registry) -> dict[str, Any]:
+    """Every setting parsed (defaults filled in); unknown names are refused."""
+    return dict(settings.parse(raw))
 
 
 def producer_config(raw: Mapping[str, object]) -> dict[str, Any]:

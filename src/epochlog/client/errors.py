@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from epochlog.protocol.errors import ErrorCode
+from epochlog.settings.registry import SettingError
 
 
 class TopicPartition(NamedTuple):
@@ -17,12 +18,8 @@ class TopicPartition(NamedTuple):
         return f"{self.topic}-{self.partition}"
 
 
-class ConfigError(ValueError):
-    """A setting refused at construction; the message starts with the setting's name."""
-
-    def __init__(self, name: str, problem: str) -> None:
-        super().__init__(f"{name}: {problem}")
-        self.setting = name
+# A setting refused at construction; the message starts with the setting's name.
+ConfigError = SettingError
 
 
 class ClientError(Exception):

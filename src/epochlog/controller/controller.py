@@ -30,6 +30,8 @@ from epochlog.metastore import (
     SetData,
 )
 from epochlog.seams import Clock
+from epochlog.settings.broker import BROKER
+from epochlog.settings.registry import Settings, bind, bound
 
 log = logging.getLogger("epochlog.controller")
 
@@ -38,22 +40,15 @@ UNINITIALIZED_EPOCH = -1
 
 @dataclass(frozen=True)
 class ControllerSettings:
-    unclean_leader_election_enable: bool = False
-    auto_leader_rebalance_enable: bool = True
-    leader_imbalance_check_interval_s: float = 300.0
+    unclean_leader_election_enable: bool = bound(BROKER, "unclean.leader.election.enable")
+    auto_leader_rebalance_enable: bool = bound(BROKER, "auto.leader.rebalance.enable")
+    leader_imbalance_check_interval_s: int = bound(
+        BROKER, "leader.imbalance.check.interval.seconds"
+    )
 
     @classmethod
-    def from_properties(cls, props: dict[str, str]) -> ControllerSettings:
-        def flag(key: str, default: bool) -> bool:
-            return str(props.get(key, str(default))).lower() == "true"
-
-        return cls(
-            unclean_leader_election_enable=flag("unclean.leader.election.enable", False),
-            auto_leader_rebalance_enable=flag("auto.leader.rebalance.enable", True),
-            leader_imbalance_check_interval_s=float(
-                props.get("leader.imbalance.check.interval.seconds", 300)
-            ),
-        )
+    def from_settings(cls, settings: Settings) -> ControllerSettings:
+        return bind(cls, settings)
 
 
 class Deposed(Exception):

@@ -8,11 +8,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from epochlog.metastore.api import (
-    DEFAULT_SESSION_TIMEOUT_MS,
-    SESSION_TIMEOUT_SETTING,
     BadVersionError,
     Check,
     ConnectionLossError,
@@ -35,6 +31,7 @@ from epochlog.metastore.api import (
     WatchEvent,
 )
 from epochlog.seams import Clock
+from epochlog.settings.broker import BROKER
 
 
 async def open_metastore(
@@ -42,17 +39,14 @@ async def open_metastore(
     clock: Clock,
     *,
     session_timeout_ms: int | None = None,
-    settings: Mapping[str, object] | None = None,
 ) -> Metastore:
     """Open a client (and its session) on the backend ``uri`` names.
 
-    The session timeout is ``session_timeout_ms`` if given, else the
-    ``zookeeper.session.timeout.ms`` entry of ``settings``, else 18000 (Kafka's default).
+    The session timeout defaults to the broker's ``zookeeper.session.timeout.ms``.
     Must be called from the asyncio loop the client will run on.
     """
     if session_timeout_ms is None:
-        raw = (settings or {}).get(SESSION_TIMEOUT_SETTING, DEFAULT_SESSION_TIMEOUT_MS)
-        session_timeout_ms = int(raw)  # type: ignore[call-overload]
+        session_timeout_ms = BROKER.default("zookeeper.session.timeout.ms")
     if session_timeout_ms <= 0:
         raise ValueError(f"session timeout must be positive, got {session_timeout_ms}")
     scheme, sep, rest = uri.partition("://")
@@ -76,8 +70,6 @@ async def open_metastore(
 
 
 __all__ = [
-    "DEFAULT_SESSION_TIMEOUT_MS",
-    "SESSION_TIMEOUT_SETTING",
     "BadVersionError",
     "Check",
     "ConnectionLossError",

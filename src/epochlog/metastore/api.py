@@ -26,10 +26,6 @@ from epochlog.seams import Clock
 
 log = logging.getLogger(__name__)
 
-# Kafka's name and default for the session timeout.
-SESSION_TIMEOUT_SETTING = "zookeeper.session.timeout.ms"
-DEFAULT_SESSION_TIMEOUT_MS = 18000
-
 
 class MetastoreError(Exception):
     """Base of every metastore failure; ``path`` names the node when there is one."""

@@ -21,9 +21,9 @@ from epochlog.protocol.compression import BoundedDecompressor
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.protocol.record_columns import NO_APPEND_TIME, decode_records, record_starts
 from epochlog.protocol.records import _decode
+from epochlog.settings.broker import BROKER
 
 Buffer = bytes | bytearray | memoryview
-DEFAULT_MAX_DECOMPRESSED_BYTES = 16 << 20
 # Up to this many records, walking them one by one costs less than numpy's fixed cost.
 _SCALAR_UP_TO = 256
 # Smaller than any offset delta, so that decode_records keeps every record.
@@ -80,7 +80,7 @@ class RecordValidator:
 @functools.cache
 def default_validator() -> RecordValidator:
     """One validator with the default bound, for logs opened outside a LogManager."""
-    return RecordValidator(DEFAULT_MAX_DECOMPRESSED_BYTES)
+    return RecordValidator(BROKER.default("message.max.decompressed.bytes"))
 
 
 def _check(data: Buffer, sections: list[tuple[int, int, int]], require_keys: bool) -> None:

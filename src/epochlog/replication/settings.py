@@ -1,39 +1,29 @@
-"""Broker settings of replication, under Kafka's names and with Kafka's defaults."""
+"""Broker settings of replication (declared in epochlog.settings.broker)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
+
+from epochlog.settings.broker import BROKER
+from epochlog.settings.registry import SettingError, Settings, bind, bound
 
 
 @dataclass(frozen=True)
 class ReplicationSettings:
-    replica_lag_time_max_ms: int = 30_000
-    replica_fetch_wait_max_ms: int = 500
-    replica_fetch_min_bytes: int = 1
-    replica_fetch_max_bytes: int = 1_048_576
-    replica_fetch_response_max_bytes: int = 10_485_760
-    replica_fetch_backoff_ms: int = 1_000
-    replica_socket_timeout_ms: int = 30_000
+    replica_lag_time_max_ms: int = bound(BROKER, "replica.lag.time.max.ms")
+    replica_fetch_wait_max_ms: int = bound(BROKER, "replica.fetch.wait.max.ms")
+    replica_fetch_min_bytes: int = bound(BROKER, "replica.fetch.min.bytes")
+    replica_fetch_max_bytes: int = bound(BROKER, "replica.fetch.max.bytes")
+    replica_fetch_response_max_bytes: int = bound(BROKER, "replica.fetch.response.max.bytes")
+    replica_fetch_backoff_ms: int = bound(BROKER, "replica.fetch.backoff.ms")
+    replica_socket_timeout_ms: int = bound(BROKER, "replica.socket.timeout.ms")
+
+    def __post_init__(self) -> None:
+        if self.replica_fetch_wait_max_ms > self.replica_socket_timeout_ms:
+            raise SettingError(
+                "replica.socket.timeout.ms", "must be at least replica.fetch.wait.max.ms"
+            )
 
     @classmethod
-    def from_properties(cls, props: Mapping[str, str]) -> ReplicationSettings:
-        """Read the ``replica.*`` settings present in ``props``; a bad value raises
-        ValueError naming the setting, so a broker refuses to start with it."""
-        values: dict[str, int] = {}
-        for f in fields(cls):
-            name = f.name.replace("_", ".")
-            if name not in props:
-                continue
-            raw = props[name]
-            try:
-                value = int(str(raw))
-            except ValueError:
-                raise ValueError(f"{name}: expected an integer, got {raw!r}") from None
-            if value < (1 if name != "replica.fetch.wait.max.ms" else 0):
-                raise ValueError(f"{name}: must be positive, got {value}")
-            values[f.name] = value
-        settings = cls(**values)
-        if settings.replica_fetch_wait_max_ms > settings.replica_socket_timeout_ms:
-            raise ValueError("replica.socket.timeout.ms must be at least replica.fetch.wait.max.ms")
-        return settings
+    def from_settings(cls, settings: Settings) -> ReplicationSettings:
+        return bind(cls, settings)

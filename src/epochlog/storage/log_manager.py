@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from epochlog.protocol.record_validation import DEFAULT_MAX_DECOMPRESSED_BYTES, RecordValidator
+from epochlog.protocol.record_validation import RecordValidator
 from epochlog.seams import Clock, Disk
+from epochlog.settings.broker import BROKER
+from epochlog.settings.registry import Settings, bind, bound
 from epochlog.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -29,7 +31,7 @@ from epochlog.storage.checkpoints import (
     was_clean_shutdown,
 )
 from epochlog.storage.cleaner import CLEANER_CHECKPOINT, LogCleaner, dirty_ratio
-from epochlog.storage.config import LONG_MAX, LogConfig
+from epochlog.storage.config import LogConfig
 from epochlog.storage.log import Log
 from epochlog.storage.scrubber import Scrubber
 
@@ -42,62 +44,29 @@ _MAX_TICK_S = 1.0
 class LogManagerSettings:
     """Broker-level scheduling settings, Kafka names and defaults."""
 
-    flush_scheduler_interval_ms: int = LONG_MAX
-    retention_check_interval_ms: int = 300_000
-    flush_offset_checkpoint_interval_ms: int = 60_000
-    flush_start_offset_checkpoint_interval_ms: int = 60_000
-    producer_id_expiration_ms: int = 86_400_000
-    producer_id_expiration_check_interval_ms: int = 600_000
-    cleaner_enable: bool = True
-    cleaner_backoff_ms: int = 15_000
-    cleaner_dedupe_buffer_size: int = 134_217_728
-    file_delete_delay_ms: int = 60_000
-    # epochlog's own (Kafka decompresses in a stream): what one produced batch may
-    # decompress to while it is validated.
-    message_max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
-    # epochlog's own: the background scrubber (storage/scrubber.py), off by default.
-    scrub_interval_ms: int = -1
-    scrub_bytes_per_second: int = 10 << 20
+    flush_scheduler_interval_ms: int = bound(BROKER, "log.flush.scheduler.interval.ms")
+    retention_check_interval_ms: int = bound(BROKER, "log.retention.check.interval.ms")
+    flush_offset_checkpoint_interval_ms: int = bound(
+        BROKER, "log.flush.offset.checkpoint.interval.ms"
+    )
+    flush_start_offset_checkpoint_interval_ms: int = bound(
+        BROKER, "log.flush.start.offset.checkpoint.interval.ms"
+    )
+    producer_id_expiration_ms: int = bound(BROKER, "producer.id.expiration.ms")
+    producer_id_expiration_check_interval_ms: int = bound(
+        BROKER, "producer.id.expiration.check.interval.ms"
+    )
+    cleaner_enable: bool = bound(BROKER, "log.cleaner.enable")
+    cleaner_backoff_ms: int = bound(BROKER, "log.cleaner.backoff.ms")
+    cleaner_dedupe_buffer_size: int = bound(BROKER, "log.cleaner.dedupe.buffer.size")
+    file_delete_delay_ms: int = bound(BROKER, "file.delete.delay.ms")
+    message_max_decompressed_bytes: int = bound(BROKER, "message.max.decompressed.bytes")
+    scrub_interval_ms: int = bound(BROKER, "log.scrub.interval.ms")
+    scrub_bytes_per_second: int = bound(BROKER, "log.scrub.bytes.per.second")
 
     @classmethod
-    def from_properties(cls, props: Mapping[str, str]) -> LogManagerSettings:
-        names = [
-            ("log.flush.scheduler.interval.ms", "flush_scheduler_interval_ms"),
-            ("log.retention.check.interval.ms", "retention_check_interval_ms"),
-            ("log.flush.offset.checkpoint.interval.ms", "flush_offset_checkpoint_interval_ms"),
-            (
-                "log.flush.start.offset.checkpoint.interval.ms",
-                "flush_start_offset_checkpoint_interval_ms",
-            ),
-            ("producer.id.expiration.ms", "producer_id_expiration_ms"),
-            (
-                "producer.id.expiration.check.interval.ms",
-                "producer_id_expiration_check_interval_ms",
-            ),
-            ("log.cleaner.backoff.ms", "cleaner_backoff_ms"),
-            ("log.cleaner.dedupe.buffer.size", "cleaner_dedupe_buffer_size"),
-            ("file.delete.delay.ms", "file_delete_delay_ms"),
-            ("message.max.decompressed.bytes", "message_max_decompressed_bytes"),
-            ("log.scrub.interval.ms", "scrub_interval_ms"),
-            ("log.scrub.bytes.per.second", "scrub_bytes_per_second"),
-        ]
-        values: dict[str, int | bool] = {}
-        if "log.cleaner.enable" in props:
-            enable = str(props["log.cleaner.enable"]).strip().lower()
-            if enable not in ("true", "false"):
-                raise ValueError(f"invalid value {enable!r} for log.cleaner.enable")
-            values["cleaner_enable"] = enable == "true"
-        for prop, field in names:
-            if prop in props:
-                try:
-                    values[field] = int(props[prop])
-                except ValueError:
-                    raise ValueError(f"invalid value {props[prop]!r} for {prop}") from None
-                if values[field] < 1 and not (
-                    prop == "log.scrub.interval.ms" and values[field] == -1
-                ):
-                    raise ValueError(f"invalid value {props[prop]!r} for {prop}: must be >= 1")
-        return cls(**values)
+    def from_settings(cls, settings: Settings) -> LogManagerSettings:
+        return bind(cls, settings)
 
 
 def parse_partition_dir(name: str) -> TopicPartition | None:

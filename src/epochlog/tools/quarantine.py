@@ -12,7 +12,7 @@ from typing import Any
 
 from kafka.protocol.producer import ProduceRequest
 
-from epochlog.client.admin import parse_bootstrap
+from epochlog.client.config import parse_bootstrap
 from epochlog.client.connection import BrokerConnection
 from epochlog.protocol.batch import read_header
 from epochlog.protocol.records import build_batch, iter_records
@@ -79,7 +79,7 @@ def show(path: str) -> str:
 async def replay(path: str, bootstrap: str, topic: str, partition: int) -> str:
     """Produce the kept records again (acks=all), keeping keys, values, headers and
     timestamps; they get new offsets in the target partition."""
-    host, port = parse_bootstrap(bootstrap)[0]
+    host, port = parse_bootstrap("bootstrap.servers", bootstrap)[0]
     conn = await BrokerConnection.open(SocketNetwork(), host, port, "epochlog-quarantine")
     count = 0
     try:

@@ -35,10 +35,10 @@ async def _create_one(
         else:
             num_partitions = wanted.num_partitions
             if num_partitions == -1:
-                num_partitions = broker.config.get_int("num.partitions")
+                num_partitions = broker.config["num.partitions"]
             replication_factor = wanted.replication_factor
             if replication_factor == -1:
-                replication_factor = broker.config.get_int("default.replication.factor")
+                replication_factor = broker.config["default.replication.factor"]
         topic = await broker.create_topic(
             wanted.name,
             num_partitions,
@@ -62,7 +62,7 @@ def _partitions_asked(broker: HandlerContext, wanted: Any) -> int:
     if wanted.assignments:
         return len(wanted.assignments)
     if wanted.num_partitions == -1:
-        return broker.config.get_int("num.partitions")
+        return broker.config["num.partitions"]
     return max(0, wanted.num_partitions)
 
 

@@ -24,7 +24,7 @@ async def _delete_one(
         name=name, topic_id=topic_id, error_code=ErrorCode.NONE, error_message=None
     )
     try:
-        if not broker.config.get_bool("delete.topic.enable"):
+        if not broker.config["delete.topic.enable"]:
             raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
         if name is None:
             name = broker.metadata_cache.topic_name(topic_id)

@@ -1,7 +1,9 @@
-"""DescribeConfigs: a topic's effective log settings, or the broker's settings."""
+"""DescribeConfigs: a topic's effective settings or a broker's, each with where its
+value comes from, its type and documentation (v3+), from the settings registries."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from kafka.protocol.admin import DescribeConfigsResponse
@@ -9,78 +11,120 @@ from kafka.protocol.admin import DescribeConfigsResponse
 from epochlog.broker.handlers.context import HandlerContext
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
+from epochlog.settings.broker import BROKER as BROKER_SETTINGS
+from epochlog.settings.registry import Setting
+from epochlog.settings.topic import SYNONYMS
+from epochlog.settings.topic import TOPIC as TOPIC_SETTINGS
 
 API = api(ApiKey.DESCRIBE_CONFIGS, 1, 4)
 
-TOPIC = 2
-BROKER = 4
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
 
 # ConfigSource values of the protocol.
 DYNAMIC_TOPIC_CONFIG = 1
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
 
-# ConfigType values (v3+).
-TYPE_STRING = 2
-TYPE_LONG = 5
+
+@dataclass(frozen=True)
+class Described:
+    """One setting as DescribeConfigs reports it; ``synonyms`` (each in its own unit) run
+    from the one in force down to the default, as Kafka lists them."""
+
+    setting: Setting
+    value: str | None
+    synonyms: list[tuple[str, str | None, int]]
+    read_only: bool
+
+    def entry(self, with_synonyms: bool, with_documentation: bool) -> Any:
+        source = self.synonyms[0][2]
+        result = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult
+        return result(
+            name=self.setting.name,
+            value=self.value,
+            read_only=self.read_only,
+            config_source=source,
+            is_default=source == DEFAULT_CONFIG,
+            is_sensitive=False,
+            synonyms=[
+                result.DescribeConfigsSynonym(name=n, value=v, source=s)
+                for n, v, s in self.synonyms
+            ]
+            if with_synonyms
+            else [],
+            config_type=int(self.setting.kind.config_type),
+            documentation=self.setting.doc if with_documentation else None,
+        )
 
 
-def _entry(name: str, value: str, source: int, version: int, synonyms: bool) -> Any:
-    return DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult(
-        name=name,
-        value=value,
-        read_only=False,
-        config_source=source,
-        is_default=source == DEFAULT_CONFIG,
-        is_sensitive=False,
-        synonyms=[
-            DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym(
-                name=name, value=value, source=source
-            )
-        ]
-        if synonyms
-        else [],
-        config_type=TYPE_LONG if value.lstrip("-").isdigit() else TYPE_STRING,
-        documentation=None,
-    )
+def _text(setting: Setting, value: object) -> str | None:
+    return None if value is None else setting.kind.render(value)
 
 
-def _topic_configs(broker: HandlerContext, name: str) -> dict[str, tuple[str, int]] | None:
+def _topic_configs(broker: HandlerContext, name: str) -> list[Described] | None:
     topic = broker.metadata_cache.topic(name)
     if topic is None:
         return None
     effective = broker.topic_log_config(topic.configs).to_properties()
-    return {
-        key: (value, DYNAMIC_TOPIC_CONFIG if key in topic.configs else DEFAULT_CONFIG)
-        for key, value in effective.items()
-    }
+    server = broker.config.settings
+    described = []
+    for setting in TOPIC_SETTINGS:
+        chain: list[tuple[str, str | None, int]] = []
+        if setting.name in topic.configs:
+            chain.append((setting.name, effective[setting.name], DYNAMIC_TOPIC_CONFIG))
+        synonyms = [BROKER_SETTINGS[n] for n, _ in SYNONYMS[setting.name]]
+        chain += [
+            (s.name, server.text(s.name), STATIC_BROKER_CONFIG)
+            for s in synonyms
+            if s.name in server.given
+        ]
+        defaults = [s for s in synonyms if BROKER_SETTINGS.default(s.name) is not None]
+        if defaults:
+            first = defaults[0]
+            chain.append(
+                (first.name, _text(first, BROKER_SETTINGS.default(first.name)), DEFAULT_CONFIG)
+            )
+        else:
+            chain.append(
+                (setting.name, _text(setting, TOPIC_SETTINGS.default(setting.name)), DEFAULT_CONFIG)
+            )
+        described.append(Described(setting, effective[setting.name], chain, read_only=False))
+    return described
 
 
-def _broker_configs(broker: HandlerContext, name: str) -> dict[str, tuple[str, int]] | None:
+def _broker_configs(broker: HandlerContext, name: str) -> list[Described] | None:
     if name not in ("", str(broker.broker_id)):
         return None
-    return {key: (str(value), STATIC_BROKER_CONFIG) for key, value in broker.config.props.items()}
+    server = broker.config.settings
+    described = []
+    for setting in BROKER_SETTINGS:
+        default = _text(setting, BROKER_SETTINGS.default(setting.name))
+        chain = [(setting.name, default, DEFAULT_CONFIG)]
+        if setting.name in server.given:
+            chain.insert(0, (setting.name, server.text(setting.name), STATIC_BROKER_CONFIG))
+        described.append(Described(setting, chain[0][1], chain, read_only=True))
+    return described
 
 
 async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
     results = []
     for resource in request.resources:
-        if resource.resource_type == TOPIC:
+        if resource.resource_type == TOPIC_RESOURCE:
             configs = _topic_configs(broker, resource.resource_name)
             missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        elif resource.resource_type == BROKER:
+        elif resource.resource_type == BROKER_RESOURCE:
             configs = _broker_configs(broker, resource.resource_name)
             missing = ErrorCode.INVALID_REQUEST
         else:
             configs, missing = None, ErrorCode.INVALID_REQUEST
         keys = resource.configuration_keys
-        entries = []
-        if configs is not None:
-            entries = [
-                _entry(key, value, source, version, bool(request.include_synonyms))
-                for key, (value, source) in sorted(configs.items())
-                if keys is None or key in keys
-            ]
+        documentation = version >= 3 and bool(request.include_documentation)
+        entries = [
+            d.entry(bool(request.include_synonyms), documentation)
+            for d in configs or []
+            if keys is None or d.setting.name in keys
+        ]
         results.append(
             DescribeConfigsResponse.DescribeConfigsResult(
                 error_code=ErrorCode.NONE if configs is not None else missing,

@@ -1,0 +1,166 @@
+"""Every topic setting (CreateTopics, AlterConfigs, ``topics create --config``), with the
+broker settings that give its server-wide default (``segment.bytes`` from
+``log.segment.bytes``; ``retention.ms`` from ``log.retention.ms``, ``.minutes`` or
+``.hours``, the first one set winning, as in Kafka)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from epochlog.settings.broker import BROKER, CLEANUP_POLICY, TIMESTAMP_TYPE
+from epochlog.settings.registry import (
+    BOOLEAN,
+    LONG_MAX,
+    Kind,
+    Registry,
+    Setting,
+    SettingError,
+    Settings,
+    integer,
+    number,
+)
+
+# Topic setting -> (its kind, what it does, broker synonyms with their unit in the
+# topic setting's unit, fallback when no synonym has a default).
+_DECLARED: list[tuple[str, Kind, str, tuple[tuple[str, int], ...], object]] = [
+    ("segment.bytes", integer(14, long=False), "Segment size.", (("log.segment.bytes", 1),), None),
+    (
+        "segment.ms",
+        integer(1),
+        "Roll a segment this old.",
+        (("log.roll.ms", 1), ("log.roll.hours", 3_600_000)),
+        None,
+    ),
+    (
+        "retention.ms",
+        integer(-1),
+        "Delete segments older than this; -1: forever.",
+        (
+            ("log.retention.ms", 1),
+            ("log.retention.minutes", 60_000),
+            ("log.retention.hours", 3_600_000),
+        ),
+        None,
+    ),
+    (
+        "retention.bytes",
+        integer(-1),
+        "Delete old segments past this size; -1: no limit.",
+        (("log.retention.bytes", 1),),
+        None,
+    ),
+    (
+        "index.interval.bytes",
+        integer(0, long=False),
+        "Bytes between offset index entries.",
+        (("log.index.interval.bytes", 1),),
+        None,
+    ),
+    (
+        "flush.messages",
+        integer(1),
+        "fsync after this many records.",
+        (("log.flush.interval.messages", 1),),
+        None,
+    ),
+    ("flush.ms", integer(0), "fsync after this long.", (("log.flush.interval.ms", 1),), LONG_MAX),
+    (
+        "max.message.bytes",
+        integer(0, long=False),
+        "The largest record batch.",
+        (("message.max.bytes", 1),),
+        None,
+    ),
+    (
+        "message.timestamp.type",
+        TIMESTAMP_TYPE,
+        "Which timestamp records keep.",
+        (("log.message.timestamp.type", 1),),
+        None,
+    ),
+    (
+        "cleanup.policy",
+        CLEANUP_POLICY,
+        "delete (time and size retention) and/or compact (latest record per key).",
+        (("log.cleanup.policy", 1),),
+        None,
+    ),
+    (
+        "delete.retention.ms",
+        integer(0),
+        "How long a compacted tombstone is kept.",
+        (("log.cleaner.delete.retention.ms", 1),),
+        None,
+    ),
+    (
+        "min.cleanable.dirty.ratio",
+        number(0.0, 1.0),
+        "Dirty share of a log before the cleaner compacts it.",
+        (("log.cleaner.min.cleanable.ratio", 1),),
+        None,
+    ),
+    (
+        "unclean.leader.election.enable",
+        BOOLEAN,
+        "Elect an out-of-sync replica when no in-sync one is left.",
+        (("unclean.leader.election.enable", 1),),
+        None,
+    ),
+    (
+        "min.insync.replicas",
+        integer(1, long=False),
+        "In-sync replicas an acks=all write needs.",
+        (("min.insync.replicas", 1),),
+        None,
+    ),
+]
+
+SYNONYMS: dict[str, tuple[tuple[str, int], ...]] = {name: syn for name, _, _, syn, _ in _DECLARED}
+
+
+def _scaled(value: object, scale: int) -> object:
+    """A broker value in the topic setting's unit (negative means "no limit", unscaled)."""
+    if scale == 1 or not isinstance(value, int) or value < 0:
+        return value
+    return value * scale
+
+
+def _server_default(synonyms: tuple[tuple[str, int], ...], fallback: object) -> object:
+    for name, scale in synonyms:
+        default = BROKER.default(name)
+        if default is not None:
+            return _scaled(default, scale)
+    return fallback
+
+
+TOPIC = Registry(
+    "Topic settings",
+    [
+        Setting(
+            name,
+            kind,
+            _server_default(synonyms, fallback),
+            doc + f" Server default: {', '.join(n for n, _ in synonyms)}.",
+        )
+        for name, kind, doc, synonyms, fallback in _DECLARED
+    ],
+)
+
+
+def server_defaults(broker: Settings) -> dict[str, object]:
+    """The topic settings a broker's configuration sets (through its ``log.*`` synonyms)."""
+    out: dict[str, object] = {}
+    for name, synonyms in SYNONYMS.items():
+        for synonym, scale in synonyms:
+            if synonym in broker.given:
+                out[name] = _scaled(broker[synonym], scale)
+                break
+    return out
+
+
+def parse_topic_settings(raw: Mapping[str, object]) -> dict[str, object]:
+    """Only the given topic settings, parsed (unknown names refused)."""
+    return {name: TOPIC.check(name, value) for name, value in raw.items()}
+
+
+__all__ = ["SYNONYMS", "TOPIC", "SettingError", "parse_topic_settings", "server_defaults"]
