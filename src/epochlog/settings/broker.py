@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from epochlog.settings.registry import (
     BOOLEAN,
+    INT_MAX,
+    LONG_MAX,
     TEXT,
     ConfigType,
     Kind,
@@ -195,7 +197,7 @@ _LOG = [
     _s(
         "log.flush.interval.messages",
         _POSITIVE,
-        (1 << 63) - 1,
+        LONG_MAX,
         "fsync after this many records.",
         LOG,
     ),
@@ -249,7 +251,7 @@ _LOG_MANAGER = [
     _s(
         "log.flush.scheduler.interval.ms",
         _MS,
-        (1 << 63) - 1,
+        LONG_MAX,
         "How often logs are checked for a time-based flush.",
         LOG_MANAGER,
     ),
@@ -454,7 +456,7 @@ _GROUPS = [
         "How long the first rebalance of an empty group waits for more members.",
         GROUPS,
     ),
-    _s("group.max.size", _INT_COUNT, (1 << 31) - 1, "Most members of one group.", GROUPS),
+    _s("group.max.size", _INT_COUNT, INT_MAX, "Most members of one group.", GROUPS),
 ]
 
 _TRANSACTIONS = [

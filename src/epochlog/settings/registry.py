@@ -238,12 +238,6 @@ class Settings(Mapping[str, Any]):
         """The value as Kafka writes it (DescribeConfigs, generated docs)."""
         return self.registry[name].kind.render(self[name])
 
-    def replace(self, **changes: Any) -> Settings:
-        """A copy with some values replaced (already parsed), as if given."""
-        values = dict(self._values)
-        values.update({name.replace("_", "."): v for name, v in changes.items()})
-        return Settings(self.registry, values, self.given | {n.replace("_", ".") for n in changes})
-
 
 T = TypeVar("T")
 

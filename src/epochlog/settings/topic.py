@@ -14,7 +14,6 @@ from epochlog.settings.registry import (
     Kind,
     Registry,
     Setting,
-    SettingError,
     Settings,
     integer,
     number,
@@ -163,4 +162,4 @@ def parse_topic_settings(raw: Mapping[str, object]) -> dict[str, object]:
     return {name: TOPIC.check(name, value) for name, value in raw.items()}
 
 
-__all__ = ["SYNONYMS", "TOPIC", "SettingError", "parse_topic_settings", "server_defaults"]
+__all__ = ["SYNONYMS", "TOPIC", "parse_topic_settings", "server_defaults"]
