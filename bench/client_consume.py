@@ -34,6 +34,7 @@ from common import BrokerProcess, median  # noqa: E402
 
 from epochlog.client import AsyncProducer, Consumer, Producer  # noqa: E402
 from epochlog.client.arrow_batches import decode_fetched, walk_batches  # noqa: E402
+from epochlog.seams.real import real_seams
 
 SIZE = 100
 # A hang guard for one client's whole pass; never a judgement on speed.
@@ -203,7 +204,7 @@ def produce_epochlog_async(bootstrap: str, topic: str, count: int, value: bytes)
     """The asyncio core without the synchronous wrapper's thread hand-off per record."""
 
     async def run() -> float:
-        producer = AsyncProducer({"bootstrap.servers": bootstrap, **PRODUCER_CONF})
+        producer = AsyncProducer({"bootstrap.servers": bootstrap, **PRODUCER_CONF}, real_seams())
         try:
             start = time.perf_counter()
             futures = [await producer.send(topic, value, partition=0) for _ in range(count)]
@@ -236,7 +237,7 @@ def produce_epochlog_send_many(bootstrap: str, topic: str, count: int, value: by
     """AsyncProducer.send_many in slices of BULK records: one future per slice."""
 
     async def run() -> float:
-        producer = AsyncProducer({"bootstrap.servers": bootstrap, **PRODUCER_CONF})
+        producer = AsyncProducer({"bootstrap.servers": bootstrap, **PRODUCER_CONF}, real_seams())
         try:
             start = time.perf_counter()
             results = [

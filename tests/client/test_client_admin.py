@@ -26,6 +26,7 @@ from epochlog.client import (
 from epochlog.client.admin import EARLIEST, LATEST
 from epochlog.client.errors import KafkaClientError
 from epochlog.protocol.errors import ErrorCode
+from epochlog.seams.real import real_seams
 from support.clients import create_topic
 
 SETTINGS = {
@@ -57,15 +58,15 @@ async def produce(broker: Any, values: list[bytes], first_timestamp: int) -> Non
 
 def test_settings_are_checked_and_the_old_constructor_still_works(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="bootstrap.servers"):
-        AsyncAdmin({"bootstrap.servers": "no-port"})
+        AsyncAdmin({"bootstrap.servers": "no-port"}, real_seams())
     with pytest.raises(ConfigError, match="request.timeout.ms"):
-        AsyncAdmin({"bootstrap.servers": "h:1", "request.timeout.ms": 0})
+        AsyncAdmin({"bootstrap.servers": "h:1", "request.timeout.ms": 0}, real_seams())
     with pytest.raises(ConfigError, match="linger.ms: unknown setting"):
-        AsyncAdmin({"bootstrap.servers": "h:1", "linger.ms": 5})
+        AsyncAdmin({"bootstrap.servers": "h:1", "linger.ms": 5}, real_seams())
 
     async def scenario() -> None:
         async with running_broker(tmp_path) as broker:
-            old = AsyncAdmin(broker.seams.network, bootstrap(broker))
+            old = AsyncAdmin({"bootstrap.servers": bootstrap(broker)}, broker.seams)
             new = AsyncAdmin({"bootstrap.servers": bootstrap(broker)}, seams=broker.seams)
             await old.create_topic("t", partitions=2, replication_factor=1)
             assert [

@@ -71,7 +71,7 @@ async def produce(broker: Any, values: list[bytes], first_timestamp: int) -> Non
 
 
 async def create(broker: Any, partitions: int = 1) -> None:
-    admin = AsyncAdmin(broker.seams.network, bootstrap(broker))
+    admin = AsyncAdmin({"bootstrap.servers": bootstrap(broker)}, broker.seams)
     await admin.create_topic("t", partitions=partitions, replication_factor=1)
     await admin.close()
 
@@ -275,7 +275,7 @@ def test_a_subscribed_topic_recreated_is_reported_not_read(tmp_path: Path) -> No
             c = consumer(broker, "recreated", **{"metadata.max.age.ms": 100})
             c.subscribe(["t"])
             await read(c, 2)
-            admin = AsyncAdmin(broker.seams.network, bootstrap(broker))
+            admin = AsyncAdmin({"bootstrap.servers": bootstrap(broker)}, broker.seams)
             await admin.delete_topic("t")
             await admin.create_topic("t", partitions=1, replication_factor=1)
             await admin.close()

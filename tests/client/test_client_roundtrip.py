@@ -31,7 +31,7 @@ def test_produce_with_codec_then_consume_with_epochs_and_next_offsets(
 ) -> None:
     async def scenario() -> None:
         async with running_broker(tmp_path) as broker:
-            admin = AsyncAdmin(broker.seams.network, bootstrap(broker))
+            admin = AsyncAdmin({"bootstrap.servers": bootstrap(broker)}, broker.seams)
             await admin.create_topic("t", partitions=1, replication_factor=1)
             producer = AsyncProducer(
                 {"bootstrap.servers": bootstrap(broker), "compression.type": codec, "linger.ms": 5},
@@ -75,7 +75,7 @@ def test_produce_with_codec_then_consume_with_epochs_and_next_offsets(
 def test_poll_hands_back_next_offsets_per_partition(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with running_broker(tmp_path) as broker:
-            admin = AsyncAdmin(broker.seams.network, bootstrap(broker))
+            admin = AsyncAdmin({"bootstrap.servers": bootstrap(broker)}, broker.seams)
             await admin.create_topic("t", partitions=3, replication_factor=1)
             producer = AsyncProducer({"bootstrap.servers": bootstrap(broker)}, broker.seams)
             for i in range(30):
@@ -109,7 +109,7 @@ def test_latest_starts_at_the_log_end_and_seek_without_epoch_reads_from_there(
 ) -> None:
     async def scenario() -> None:
         async with running_broker(tmp_path) as broker:
-            admin = AsyncAdmin(broker.seams.network, bootstrap(broker))
+            admin = AsyncAdmin({"bootstrap.servers": bootstrap(broker)}, broker.seams)
             await admin.create_topic("t", partitions=1, replication_factor=1)
             producer = AsyncProducer({"bootstrap.servers": bootstrap(broker)}, broker.seams)
             for i in range(5):

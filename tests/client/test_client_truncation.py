@@ -46,7 +46,7 @@ def serve_metadata_epoch(broker: Any, state: Any) -> None:
 
 
 async def setup(broker: Any, policy: str) -> tuple[AsyncProducer, AsyncConsumer, AsyncAdmin]:
-    admin = AsyncAdmin(broker.seams.network, bootstrap(broker))
+    admin = AsyncAdmin({"bootstrap.servers": bootstrap(broker)}, broker.seams)
     await admin.create_topic("t", partitions=1, replication_factor=1)
     producer = AsyncProducer({"bootstrap.servers": bootstrap(broker)}, broker.seams)
     for i in range(5):  # one batch each: truncation cuts at batch boundaries

@@ -15,7 +15,7 @@ from epochlog.client.admin import AsyncAdmin
 
 async def _one_batch_per_fetch(broker: object) -> AsyncConsumer:
     """A consumer of a topic of ten one-record batches that fetches one batch a time."""
-    admin = AsyncAdmin(broker.seams.network, bootstrap(broker))  # type: ignore[attr-defined]
+    admin = AsyncAdmin({"bootstrap.servers": bootstrap(broker)}, broker.seams)  # type: ignore[attr-defined]
     await admin.create_topic("t", partitions=1, replication_factor=1)
     producer = AsyncProducer({"bootstrap.servers": bootstrap(broker)}, broker.seams)  # type: ignore[attr-defined]
     for i in range(10):  # one batch each, so a one-byte fetch limit returns one batch

@@ -85,7 +85,7 @@ def comparable(rows: list[dict]) -> list[dict]:
 def test_same_rows_and_positions_as_poll(tmp_path: Path, codec: str) -> None:
     async def scenario() -> None:
         async with running_broker(tmp_path) as broker:
-            admin = AsyncAdmin(broker.seams.network, bootstrap(broker))
+            admin = AsyncAdmin({"bootstrap.servers": bootstrap(broker)}, broker.seams)
             await admin.create_topic("t", partitions=3, replication_factor=1)
             producer = AsyncProducer(
                 {"bootstrap.servers": bootstrap(broker), "compression.type": codec, "linger.ms": 5},
@@ -128,7 +128,7 @@ def test_same_rows_and_positions_as_poll(tmp_path: Path, codec: str) -> None:
 def test_seek_and_latest(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with running_broker(tmp_path) as broker:
-            admin = AsyncAdmin(broker.seams.network, bootstrap(broker))
+            admin = AsyncAdmin({"bootstrap.servers": bootstrap(broker)}, broker.seams)
             await admin.create_topic("t", partitions=1, replication_factor=1)
             producer = AsyncProducer({"bootstrap.servers": bootstrap(broker)}, broker.seams)
             for i in range(10):

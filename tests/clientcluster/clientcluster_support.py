@@ -28,6 +28,7 @@ from epochlog.client import (
     TopicPartition,
 )
 from epochlog.client.positions import Phase
+from epochlog.seams.real import real_seams
 from support.broker import wait_until
 
 T = TypeVar("T")
@@ -46,7 +47,7 @@ class LoopConsumer:
         self._thread.start()
 
         async def make() -> AsyncConsumer:
-            return AsyncConsumer(config)
+            return AsyncConsumer(config, real_seams())
 
         self.consumer = self._run(make())
 

@@ -47,7 +47,7 @@ def test_recreated_topic_on_the_same_leader_and_epoch_is_reported(tmp_path: Path
     async def scenario() -> None:
         async with running_broker(tmp_path) as broker:
             bootstrap = f"127.0.0.1:{broker.port}"
-            admin = AsyncAdmin(broker.seams.network, bootstrap)
+            admin = AsyncAdmin({"bootstrap.servers": bootstrap}, broker.seams)
             await admin.create_topic("t", partitions=1, replication_factor=1)
             producer = AsyncProducer({"bootstrap.servers": bootstrap}, broker.seams)
             for i in range(3):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -15,6 +16,7 @@ from epochlog.coordinator.records import decode_key
 from epochlog.coordinator.registry import GroupRegistry
 from epochlog.coordinator.settings import CoordinatorSettings
 from epochlog.protocol.errors import ErrorCode
+from epochlog.seams.waiting import sleep_timeout
 
 MINUTE_MS = 60_000
 
@@ -31,6 +33,9 @@ class ManualClock:
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(0)
+
+    def timeout(self, seconds: float) -> contextlib.AbstractAsyncContextManager[None]:
+        return sleep_timeout(self, seconds)
 
     def advance(self, ms: int) -> None:
         self.ms += ms

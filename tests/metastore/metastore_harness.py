@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import itertools
 import re
@@ -14,6 +15,7 @@ from kazoo.client import KazooClient
 
 from epochlog.metastore import Metastore, open_metastore
 from epochlog.seams.real import RealClock
+from epochlog.seams.waiting import sleep_timeout
 from support.zookeeper import ZooKeeperServer
 
 BACKENDS = ["memory", "sqlite", "zk"]
@@ -39,6 +41,9 @@ class ManualClock:
         deadline = self.now_ms + max(0, round(seconds * 1000))
         heapq.heappush(self._sleepers, (deadline, next(self._seq), fut))
         await fut
+
+    def timeout(self, seconds: float) -> contextlib.AbstractAsyncContextManager[None]:
+        return sleep_timeout(self, seconds)
 
     async def advance(self, ms: int) -> None:
         """Move time forward, waking each sleeper at its own deadline, in order."""

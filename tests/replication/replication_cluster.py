@@ -93,7 +93,9 @@ class Node:
             self.cluster.endpoint_of,
             self.cluster.propose_isr,
         )
-        self._connections = ConnectionLoop(RequestChannel(HANDLERS, self), 1 << 30, 600)
+        self._connections = ConnectionLoop(
+            RequestChannel(HANDLERS, self), self.seams.clock, 1 << 30, 600
+        )
         self._server = await self.seams.network.serve("127.0.0.1", 0, self._connections.serve)
         self.port = self._server.port
         await self.replica_manager.start()

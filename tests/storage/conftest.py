@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 
 from epochlog.protocol.records import build_batch
 from epochlog.seams.real import OsDisk
+from epochlog.seams.waiting import sleep_timeout
 from epochlog.storage.config import LogConfig
 from epochlog.storage.log import Log
 
@@ -22,6 +24,9 @@ class FakeClock:
 
     def monotonic(self) -> float:
         return self.now_ms / 1000
+
+    def timeout(self, seconds: float) -> contextlib.AbstractAsyncContextManager[None]:
+        return sleep_timeout(self, seconds)
 
     def advance(self, ms: int) -> None:
         self.now_ms += ms

@@ -86,6 +86,7 @@ class Broker:
         self._joined = asyncio.Event()
         self._connections = ConnectionLoop(
             self.request_channel,
+            seams.clock,
             max_request_bytes=config["socket.request.max.bytes"],
             idle_timeout_s=config["connections.max.idle.ms"] / 1000,
             ready=self._joined,

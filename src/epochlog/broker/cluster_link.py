@@ -29,6 +29,7 @@ from epochlog.metastore import (
 )
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.seams import Clock
+from epochlog.seams.waiting import wait_event
 
 log = logging.getLogger("epochlog.cluster")
 
@@ -153,12 +154,12 @@ class ClusterLink:
 
     async def _refresh_topics(self, _event: object = None) -> None:
         names = set(await self.store.children(layout.TOPICS))
-        for name in names - set(self._topic_watches):
+        for name in sorted(names - set(self._topic_watches)):
             self._topic_watches[name] = await self.store.watch_data(
                 layout.topic_path(name), self._topic_changed
             )
             await self._read_topic(name)
-        for name in set(self._topic_watches) - names:
+        for name in sorted(set(self._topic_watches) - names):
             self._topic_watches.pop(name).cancel()  # type: ignore[attr-defined]
             self._forget_topic(name)
 
@@ -210,8 +211,7 @@ class ClusterLink:
             if remaining <= 0:
                 return False
             self._state_changed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._state_changed.wait(), remaining)
+            await wait_event(self.clock, self._state_changed, remaining)
         return True
 
     # -- requests to the controller ---------------------------------------------------
@@ -323,8 +323,7 @@ class ClusterLink:
                         await self.store.delete(path)
                     return None
                 answered.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(answered.wait(), 0.5)
+                await wait_event(self.clock, answered, 0.5)
         finally:
             watch.cancel()
 

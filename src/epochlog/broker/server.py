@@ -21,7 +21,7 @@ from epochlog.protocol.apis import (
     peek_header,
 )
 from epochlog.protocol.errors import KafkaError
-from epochlog.seams import Connection
+from epochlog.seams import Clock, Connection
 
 log = logging.getLogger("epochlog.server")
 
@@ -120,12 +120,14 @@ class ConnectionLoop:
     def __init__(
         self,
         channel: RequestChannel,
+        clock: Clock,
         max_request_bytes: int,
         idle_timeout_s: float,
         ready: asyncio.Event | None = None,
         queued_max_request_bytes: int = -1,
     ) -> None:
         self._channel = channel
+        self._clock = clock
         self._max_request_bytes = max_request_bytes
         self._idle_timeout_s = idle_timeout_s
         self._budget = (
@@ -143,7 +145,8 @@ class ConnectionLoop:
                 await self._ready.wait()
             while True:
                 try:
-                    size_bytes = await asyncio.wait_for(conn.read_exactly(4), self._idle_timeout_s)
+                    async with self._clock.timeout(self._idle_timeout_s):
+                        size_bytes = await conn.read_exactly(4)
                 except TimeoutError:
                     log.info("closing idle connection from %s", conn.peer)
                     return
@@ -178,7 +181,8 @@ class ConnectionLoop:
     async def _serve_one(self, conn: Connection, size: int) -> None:
         try:
             # A frame must keep arriving: one stalled mid-way holds buffered bytes.
-            frame = await asyncio.wait_for(conn.read_exactly(size), self._idle_timeout_s)
+            async with self._clock.timeout(self._idle_timeout_s):
+                frame = await conn.read_exactly(size)
         except TimeoutError:
             raise ProtocolViolation(
                 f"a {size}-byte request did not arrive within connections.max.idle.ms"

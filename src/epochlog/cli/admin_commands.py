@@ -14,11 +14,11 @@ from epochlog.client.admin import (
     ClusterInfo,
 )
 from epochlog.protocol.errors import KafkaError
-from epochlog.seams.real import SocketNetwork
+from epochlog.seams.real import real_seams
 
 
 def _admin(bootstrap: str) -> AsyncAdmin:
-    return AsyncAdmin(SocketNetwork(), bootstrap)
+    return AsyncAdmin({"bootstrap.servers": bootstrap}, real_seams())
 
 
 async def topics_create(

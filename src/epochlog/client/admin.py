@@ -1,7 +1,6 @@
 """AsyncAdmin: topics, the cluster with leader epochs, offsets with epochs, consumer
 groups and their committed offsets, over the Kafka protocol. Settings as a dict with
-Kafka's names like the other clients; ``AsyncAdmin(network, "host:port")`` still works
-for the CLI and tools. Group calls go to each group's coordinator."""
+Kafka's names like the other clients. Group calls go to each group's coordinator."""
 
 from __future__ import annotations
 
@@ -28,8 +27,7 @@ from epochlog.client.errors import TopicPartition
 from epochlog.client.lookup import OffsetAndTimestamp, list_offsets
 from epochlog.client.metadata import Cluster
 from epochlog.protocol.errors import ErrorCode, KafkaError
-from epochlog.seams import Network, Seams
-from epochlog.seams.real import real_seams
+from epochlog.seams import Seams
 
 EARLIEST = -2
 LATEST = -1
@@ -71,23 +69,12 @@ def _raise_for(code: int, what: str) -> None:
 
 
 class AsyncAdmin(GroupAdmin, TransactionAdmin):
-    """``AsyncAdmin({"bootstrap.servers": ...}, seams)`` or, as the tools do,
-    ``AsyncAdmin(network, "host:port")``."""
+    """``AsyncAdmin({"bootstrap.servers": ...}, seams)``: Kafka's admin client on asyncio,
+    all its I/O and time through ``seams`` (``real_seams()`` outside a simulation)."""
 
-    def __init__(
-        self,
-        config: Mapping[str, object] | Network,
-        bootstrap_servers: str | None = None,
-        seams: Seams | None = None,
-    ) -> None:
-        if isinstance(config, Mapping):
-            self.config = parse_config(config, ADMIN)
-            seams = seams or real_seams()
-            network = seams.network
-        else:
-            network = config
-            self.config = parse_config({"bootstrap.servers": bootstrap_servers}, ADMIN)
-            seams = seams or real_seams()
+    def __init__(self, config: Mapping[str, object], seams: Seams) -> None:
+        self.config = parse_config(config, ADMIN)
+        network = seams.network
         c = self.config
         self._bootstrap = c["bootstrap.servers"]
         self._brokers: dict[int, tuple[str, int]] = {}

@@ -44,11 +44,10 @@ from epochlog.client.positions import (
     Target,
 )
 from epochlog.client.transactions import GroupMetadata
-from epochlog.client.waiting import settled_within
 from epochlog.protocol.divergence import Divergence, find_divergence
 from epochlog.protocol.errors import ErrorCode
 from epochlog.seams import Seams
-from epochlog.seams.real import real_seams
+from epochlog.seams.waiting import finished_within
 
 log = logging.getLogger("epochlog.client.consumer")
 
@@ -88,9 +87,9 @@ class AsyncConsumer:
     OffsetOutOfRangeError or NoOffsetForPartitionError only with ``auto.offset.reset``
     none, and TopicIdChangedError when a topic in use was re-created."""
 
-    def __init__(self, config: Mapping[str, object], seams: Seams | None = None) -> None:
+    def __init__(self, config: Mapping[str, object], seams: Seams) -> None:
         self.config = consumer_config(config)
-        self._seams = seams or real_seams()
+        self._seams = seams
         self._clock = self._seams.clock
         c = self.config
         self._policy = ResetPolicy(c["auto.offset.reset"])
@@ -416,7 +415,7 @@ class AsyncConsumer:
         round_, self._prefetch = self._prefetch, None
         if round_ is None:
             got = await self._fetch_round(min(self.config["fetch.max.wait.ms"], max_wait_ms))
-        elif await settled_within(self._clock, round_, max_wait_ms / 1000):
+        elif await finished_within(self._clock, round_, max_wait_ms / 1000):
             got = round_.result()
         else:
             self._prefetch = round_  # still out: the next poll takes it

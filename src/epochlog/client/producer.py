@@ -23,11 +23,10 @@ from epochlog.client.partitioner import Partitioner
 from epochlog.client.produce_batch import RecordMetadata, SendManyResult, _Batch
 from epochlog.client.producer_id import ProducerIds
 from epochlog.client.transactions import TransactionalApi, TransactionManager
-from epochlog.client.waiting import wait_event, with_timeout
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.records import build_batch
 from epochlog.seams import Seams
-from epochlog.seams.real import real_seams
+from epochlog.seams.waiting import wait_event, with_timeout
 
 log = logging.getLogger("epochlog.client.producer")
 
@@ -72,9 +71,9 @@ class AsyncProducer(TransactionalApi):
     """Kafka's producer on asyncio. ``await send(...)`` enqueues a record and returns a
     future of its RecordMetadata; ``flush()`` waits until all are answered."""
 
-    def __init__(self, config: Mapping[str, object], seams: Seams | None = None) -> None:
+    def __init__(self, config: Mapping[str, object], seams: Seams) -> None:
         self.config = producer_config(config)
-        self._seams = seams or real_seams()
+        self._seams = seams
         self._clock = self._seams.clock
         c = self.config
         self._cluster = Cluster(

@@ -1,5 +1,6 @@
-"""Synchronous ``Producer`` and ``Consumer`` over the asyncio core, for scripts and
-Spark executors: each runs its own event loop on a private thread."""
+"""Synchronous ``Producer``, ``Consumer`` and ``Admin`` over the asyncio core, for
+scripts and Spark executors: each runs its own event loop on a private thread, and so
+real I/O and time (the real seams; a simulation drives the asyncio core directly)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from epochlog.client.errors import TopicPartition
 from epochlog.client.lookup import OffsetAndTimestamp
 from epochlog.client.producer import AsyncProducer, Headers, RecordMetadata, SendManyResult
 from epochlog.client.transactions import GroupMetadata, PreparedTransaction
-from epochlog.seams import Seams
+from epochlog.seams.real import real_seams
 
 T = TypeVar("T")
 log = logging.getLogger("epochlog.client.sync")
@@ -88,12 +89,12 @@ class Producer(_SyncClient):
     moves every waiting record into the AsyncProducer, so a burst of records costs one
     thread wake-up, not one per record, and call order is kept."""
 
-    def __init__(self, config: Mapping[str, object], seams: Seams | None = None) -> None:
+    def __init__(self, config: Mapping[str, object]) -> None:
         self._handoff: deque[_Handoff | _BatchHandoff] = deque()
         self._drain_lock = threading.Lock()
         self._draining = False
         self._drain_task: asyncio.Task[None] | None = None
-        self._start("epochlog-producer", lambda: AsyncProducer(config, seams))
+        self._start("epochlog-producer", lambda: AsyncProducer(config, real_seams()))
         self._producer: AsyncProducer = self._client
 
     def produce(
@@ -288,11 +289,9 @@ class _Handoff:
 class Admin(_SyncClient):
     """Every AsyncAdmin call made synchronous: ``Admin(config).describe_groups([...])``."""
 
-    def __init__(
-        self, config: Mapping[str, object], seams: Seams | None = None, *, timeout: float = 120.0
-    ) -> None:
+    def __init__(self, config: Mapping[str, object], *, timeout: float = 120.0) -> None:
         self._timeout = timeout
-        self._start("epochlog-admin", lambda: AsyncAdmin(config, seams=seams))
+        self._start("epochlog-admin", lambda: AsyncAdmin(config, real_seams()))
         self._admin: AsyncAdmin = self._client
 
     def __getattr__(self, name: str) -> Any:
@@ -310,8 +309,8 @@ class Consumer(_SyncClient):
     """assign / seek / poll over AsyncConsumer. Every call runs on the consumer's loop
     thread: between polls that thread may be receiving the next round of fetches."""
 
-    def __init__(self, config: Mapping[str, object], seams: Seams | None = None) -> None:
-        self._start("epochlog-consumer", lambda: AsyncConsumer(config, seams))
+    def __init__(self, config: Mapping[str, object]) -> None:
+        self._start("epochlog-consumer", lambda: AsyncConsumer(config, real_seams()))
         self._consumer: AsyncConsumer = self._client
 
     def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:

@@ -30,6 +30,7 @@ from epochlog.metastore import (
     SetData,
 )
 from epochlog.seams import Clock
+from epochlog.seams.waiting import wait_event
 from epochlog.settings.broker import BROKER
 from epochlog.settings.registry import Settings, bind, bound
 
@@ -163,8 +164,7 @@ class Controller:
         watched_topics: set[str] = set()
         while self.active:
             timeout = max(0.0, next_rebalance - self.clock.monotonic())
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout)
+            await wait_event(self.clock, self._wake, timeout)
             self._wake.clear()
             rebalance = self.clock.monotonic() >= next_rebalance
             if rebalance:
@@ -175,7 +175,7 @@ class Controller:
                 topics = await self.reconcile(
                     rebalance and self.settings.auto_leader_rebalance_enable
                 )
-                for name in topics - watched_topics:
+                for name in sorted(topics - watched_topics):
                     await self.watch_topic(name)
                 watched_topics = topics
             except Deposed:
@@ -294,7 +294,7 @@ class Controller:
                 new = elections.initial_state(state.replicas, live - shutting_down)
             else:
                 new = elections.on_brokers_changed(state, live, unclean, shutting_down)
-                for broker in shutting_down:
+                for broker in sorted(shutting_down):
                     moved = elections.move_leadership_away(
                         new or state, broker, live, shutting_down
                     )

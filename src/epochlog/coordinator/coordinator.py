@@ -18,7 +18,7 @@ from epochlog.coordinator.registry import GroupRegistry
 from epochlog.coordinator.settings import CoordinatorSettings
 from epochlog.coordinator.store import OffsetsStore, follow_leadership
 from epochlog.protocol.errors import ErrorCode
-from epochlog.replication.waiting import Signal
+from epochlog.seams.waiting import Signal
 
 if TYPE_CHECKING:
     from epochlog.replication.replica_manager import ReplicaManager

@@ -19,7 +19,7 @@ from kafka.protocol.admin import CreateTopicsRequest
 
 from epochlog.client.admin import DEBUGGING_REPLICA_ID, LATEST, AsyncAdmin, ClusterInfo
 from epochlog.protocol.errors import ErrorCode, KafkaError
-from epochlog.seams.real import SocketNetwork
+from epochlog.seams.real import real_seams
 from epochlog.tools.local_cluster import LocalCluster, start_broker, wait_listening
 
 # Failures are noticed within seconds, but the paused replica stays registered while
@@ -77,7 +77,7 @@ def _port_free(port: int) -> bool:
 
 
 async def _with_admin(bootstrap: str, work: Callable[[AsyncAdmin], Any]) -> Any:
-    admin = AsyncAdmin(SocketNetwork(), bootstrap)
+    admin = AsyncAdmin({"bootstrap.servers": bootstrap}, real_seams())
     try:
         return await asyncio.wait_for(work(admin), REQUEST_BOUND_S)
     finally:

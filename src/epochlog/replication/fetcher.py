@@ -26,8 +26,8 @@ from epochlog.protocol.divergence import follower_truncation_offset
 from epochlog.protocol.errors import ErrorCode
 from epochlog.replication.partition import Partition
 from epochlog.replication.settings import ReplicationSettings
-from epochlog.replication.waiting import Signal, wait_or_timeout
 from epochlog.seams import Seams
+from epochlog.seams.waiting import Signal, finished_within
 
 log = logging.getLogger("epochlog.replication.fetcher")
 
@@ -179,7 +179,7 @@ class LeaderFetcher:
         # If this task is cancelled mid-request, the send ends with the connection.
         send.add_done_callback(_retrieve)
         timeout_s = self._settings.replica_socket_timeout_ms / 1000
-        if not await wait_or_timeout(self._clock, send, timeout_s):
+        if not await finished_within(self._clock, send, timeout_s):
             await self._close()
             with contextlib.suppress(Exception):
                 await send

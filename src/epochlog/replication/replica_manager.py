@@ -17,7 +17,7 @@ from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.replication.fetcher import EndpointOf, ReplicaFetcherManager
 from epochlog.replication.partition import Partition, StateChange
 from epochlog.replication.settings import ReplicationSettings
-from epochlog.replication.waiting import Signal
+from epochlog.seams.waiting import Signal
 from epochlog.storage.damage import DamageCut
 from epochlog.storage.partition_metadata import topic_id_to_str
 from epochlog.storage.producer_state import AppendOrigin

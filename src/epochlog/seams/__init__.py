@@ -8,6 +8,7 @@ code runs on real I/O and under deterministic simulation.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -20,6 +21,10 @@ class Clock(Protocol):
         """Seconds on a clock that never goes backwards (timeouts, lag)."""
 
     async def sleep(self, seconds: float) -> None: ...
+
+    def timeout(self, seconds: float) -> AbstractAsyncContextManager[None]:
+        """``async with clock.timeout(s):`` raises TimeoutError when ``s`` pass on this
+        clock (for timeouts: ``asyncio.timeout`` would use the event loop's clock)."""
 
 
 class FileHandle(Protocol):

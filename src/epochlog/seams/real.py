@@ -26,6 +26,9 @@ class RealClock:
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
 
+    def timeout(self, seconds: float) -> contextlib.AbstractAsyncContextManager[None]:
+        return asyncio.timeout(seconds)
+
 
 class OsFile:
     """A file descriptor opened for pread and append, tracking its own size."""

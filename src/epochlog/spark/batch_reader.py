@@ -12,6 +12,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from epochlog.client import TopicPartition
+from epochlog.seams.real import real_seams
 from epochlog.spark.leader_view import LeaderView
 from epochlog.spark.offsets import DataLossError, Position
 from epochlog.spark.options import EARLIEST, LATEST, SourceOptions, StartSpec
@@ -42,7 +43,7 @@ class EpochlogBatchReader(DataSourceReader):
         self.options = options
 
     def partitions(self) -> Sequence[InputPartition]:
-        view = LeaderView(self.options)
+        view = LeaderView(self.options, real_seams())
         try:
             snap = view.snapshot({})
             bounds = {tp: (v.log_start, v.high_watermark) for tp, v in snap.partitions.items()}

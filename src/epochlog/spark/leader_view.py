@@ -20,7 +20,7 @@ from kafka.protocol.consumer import OffsetForLeaderEpochRequest
 from epochlog.client import AsyncConsumer, TopicPartition
 from epochlog.client.admin import AsyncAdmin, ClusterInfo
 from epochlog.protocol.errors import ErrorCode, KafkaError
-from epochlog.seams.real import real_seams
+from epochlog.seams import Seams
 from epochlog.spark.options import EARLIEST, LATEST, SourceOptions
 
 READ_COMMITTED = 1
@@ -65,10 +65,10 @@ class ClusterSnapshot:
 class LeaderView:
     """Driver-side questions to the cluster for one source."""
 
-    def __init__(self, options: SourceOptions, guard_s: float = 120.0) -> None:
+    def __init__(self, options: SourceOptions, seams: Seams, guard_s: float = 120.0) -> None:
         self._options = options
         self._guard_s = guard_s
-        self._seams = real_seams()
+        self._seams = seams
         # Spark keeps the stream reader (and so this view) alive in one Python process
         # for the whole query: one event loop and one admin client serve every driver
         # call, instead of a connection and metadata round trip per call.
@@ -118,7 +118,9 @@ class LeaderView:
             pause = 0.05
             while True:
                 if self._admin is None:
-                    self._admin = AsyncAdmin(self._seams.network, self._options.bootstrap_servers)
+                    self._admin = AsyncAdmin(
+                        {"bootstrap.servers": self._options.bootstrap_servers}, self._seams
+                    )
                 try:
                     return await attempt(self._admin)
                 except BaseException as exc:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from epochlog.client.producer import AsyncProducer, SendManyResult
+from epochlog.seams.real import real_seams
 
 T = TypeVar("T")
 # Records enqueued and not yet answered before enqueueing waits for answers.
@@ -60,7 +61,7 @@ class TaskProducer:
         async def make() -> AsyncProducer:
             self._room = asyncio.Event()
             self._room.set()
-            return AsyncProducer(config)
+            return AsyncProducer(config, real_seams())
 
         try:
             self._producer = self._run(make())

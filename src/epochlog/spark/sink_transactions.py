@@ -29,6 +29,7 @@ from epochlog.client.admin import AsyncAdmin
 from epochlog.client.errors import TopicPartition
 from epochlog.client.producer import AsyncProducer
 from epochlog.client.transactions import GroupMetadata, PreparedTransaction
+from epochlog.seams.real import real_seams
 from epochlog.spark.sink_producer import TaskProducer
 
 log = logging.getLogger("epochlog.spark.sink")
@@ -82,7 +83,7 @@ class TransactionalTaskProducer(TaskProducer):
         """The last micro-batch whose rows this id's transactions committed."""
 
         async def read() -> int | None:
-            admin = AsyncAdmin({"bootstrap.servers": self._bootstrap})
+            admin = AsyncAdmin({"bootstrap.servers": self._bootstrap}, real_seams())
             try:
                 found = await admin.list_consumer_group_offsets(self.transactional_id)
             finally:
@@ -155,7 +156,7 @@ def complete_prepared(
         return
 
     async def one(p: PreparedTransaction) -> None:
-        producer = AsyncProducer({**config, "transactional.id": p.transactional_id})
+        producer = AsyncProducer({**config, "transactional.id": p.transactional_id}, real_seams())
         try:
             await producer.complete_transaction(p, commit, INIT_TIMEOUT_S)
         finally:

@@ -28,6 +28,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from epochlog.client import TopicPartition
+from epochlog.seams.real import real_seams
 from epochlog.spark.offsets import (
     UNKNOWN_EPOCH,
     Position,
@@ -152,7 +153,7 @@ class EpochlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._view_made is None:
             from epochlog.spark.leader_view import LeaderView
 
-            self._view_made = LeaderView(self.options)
+            self._view_made = LeaderView(self.options, real_seams())
         return self._view_made
 
     # -- offsets ---------------------------------------------------------------------

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import bisect
 import logging
-import uuid
 from collections.abc import Callable
 
 from epochlog.protocol.batch import (
@@ -599,7 +598,9 @@ class Log:
             for segment in self._segments:
                 segment.close()
             self._closed = True
-        token = uuid.UUID(int=(self.clock.time_ms() << 64) | (id(self) & (2**64 - 1))).hex
+        # Unique without id() or randomness (a simulation replays it): the topic id
+        # tells a re-created topic's directory apart, the time a second deletion.
+        token = f"{self._topic_id or 'none'}.{self.clock.time_ms()}".replace("-", "")
         doomed = f"{self.directory}.{token}-delete"
         self.disk.rename(self.directory, doomed)
         self.disk.rmtree(doomed)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from epochlog.coordinator.store import follow_leadership
 from epochlog.protocol.errors import ErrorCode
-from epochlog.replication.waiting import Signal, wait_or_timeout
+from epochlog.seams.waiting import Signal, finished_within
 from epochlog.txn import metadata as rules
 from epochlog.txn.markers import LeaderOf, MarkerWriter
 from epochlog.txn.metadata import TopicPartition, TxnMetadata, TxnState
@@ -260,7 +260,7 @@ class TransactionCoordinator:
         coordinator would then refuse the abort)."""
         done = self._completing.get(transactional_id)
         if done is not None:
-            await wait_or_timeout(self.clock, done.wait(), COMPLETION_WAIT_S)
+            await finished_within(self.clock, done.wait(), COMPLETION_WAIT_S)
 
     async def _complete(self, meta: TxnMetadata) -> None:
         tid = meta.transactional_id

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 from kafka.protocol.producer import WriteTxnMarkersRequest
 
 from epochlog.client.connection import BrokerConnection
-from epochlog.client.waiting import with_timeout
 from epochlog.protocol.errors import ErrorCode
+from epochlog.seams.waiting import with_timeout
 from epochlog.txn.metadata import TopicPartition, TxnMetadata, TxnState
 
 if TYPE_CHECKING:

@@ -1,0 +1,87 @@
+"""Bounded waits on the Clock seam (never the event loop's own clock: ``asyncio.wait_for``,
+``asyncio.timeout`` and ``call_later`` would time out in real time under a simulation)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable
+from typing import TypeVar
+
+from epochlog.seams import Clock
+
+T = TypeVar("T")
+
+
+@contextlib.asynccontextmanager
+async def sleep_timeout(clock: Clock, seconds: float) -> AsyncIterator[None]:
+    """``Clock.timeout`` for a clock that can only sleep: asyncio's own timeout,
+    expired when ``clock.sleep(seconds)`` returns."""
+    async with asyncio.timeout(None) as deadline:
+        loop = asyncio.get_running_loop()
+
+        async def expire() -> None:
+            await clock.sleep(seconds)
+            deadline.reschedule(loop.time())
+
+        watchdog = asyncio.ensure_future(expire())
+        try:
+            yield
+        finally:
+            watchdog.cancel()
+
+
+async def finished_within(clock: Clock, awaitable: Awaitable[object], seconds: float) -> bool:
+    """Whether ``awaitable`` finishes within ``seconds`` on ``clock``; it is left running
+    either way (the caller decides what to do with it)."""
+    target = asyncio.ensure_future(awaitable)
+    if target.done() or seconds <= 0:
+        return target.done()
+    with contextlib.suppress(TimeoutError):
+        async with clock.timeout(seconds):
+            await asyncio.wait({target})
+    return target.done()
+
+
+async def with_timeout(clock: Clock, awaitable: Awaitable[T], seconds: float) -> T:
+    """``awaitable``'s result, or TimeoutError after ``seconds`` on ``clock`` (it is then
+    cancelled)."""
+    async with clock.timeout(max(0.0, seconds)):
+        return await awaitable
+
+
+async def wait_event(clock: Clock, event: asyncio.Event, seconds: float) -> bool:
+    """Wait until ``event`` is set or ``seconds`` pass; True if it was set."""
+    if event.is_set():
+        return True
+    with contextlib.suppress(TimeoutError):
+        async with clock.timeout(max(0.0, seconds)):
+            await event.wait()
+    return event.is_set()
+
+
+class Signal:
+    """A broadcast wake-up: every waiter registered before ``fire`` returns, woken in
+    the order they came (a set's order would vary from run to run)."""
+
+    def __init__(self) -> None:
+        self._waiters: dict[asyncio.Future[None], None] = {}
+
+    def fire(self) -> None:
+        waiters, self._waiters = self._waiters, {}
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def wait(self, clock: Clock, timeout_s: float) -> None:
+        """Return at the next ``fire`` or after ``timeout_s``."""
+        if timeout_s <= 0:
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters[waiter] = None
+        try:
+            await finished_within(clock, waiter, timeout_s)
+        finally:
+            self._waiters.pop(waiter, None)
+            if not waiter.done():
+                waiter.cancel()
