@@ -14,6 +14,7 @@ from metastore_harness import ManualClock, wait_until
 from epochlog.metastore import MetastoreError, NoNodeError, open_metastore
 from epochlog.metastore.memory import drop_memory_store
 from epochlog.seams.real import RealClock
+from epochlog.settings.broker import BROKER
 from support.zookeeper import ZooKeeperServer
 
 HOLDER = str(Path(__file__).with_name("metastore_holder.py"))
@@ -185,8 +186,9 @@ def test_memory_stores_are_shared_by_name_and_private_without_one() -> None:
 def test_session_timeout_comes_from_kafkas_setting_name() -> None:
     async def scenario() -> None:
         clock = ManualClock()
+        settings = BROKER.parse({"zookeeper.session.timeout.ms": "6000"})
         ms = await open_metastore(
-            "memory://", clock, settings={"zookeeper.session.timeout.ms": "6000"}
+            "memory://", clock, session_timeout_ms=settings["zookeeper.session.timeout.ms"]
         )
         assert ms.session_timeout_ms == 6000
         default = await open_metastore("memory://", clock)
