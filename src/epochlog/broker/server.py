@@ -133,13 +133,14 @@ class ConnectionLoop:
         self._budget = (
             RequestBytesBudget(queued_max_request_bytes) if queued_max_request_bytes > 0 else None
         )
-        self.open_connections: set[Connection] = set()
+        # In the order they came (closed in that order at shutdown: replayable).
+        self.open_connections: dict[Connection, None] = {}
         # When given, requests wait for it: a broker sets it once it has joined the
         # cluster, so that nobody is answered from an empty metadata cache.
         self._ready = ready
 
     async def serve(self, conn: Connection) -> None:
-        self.open_connections.add(conn)
+        self.open_connections[conn] = None
         try:
             if self._ready is not None:
                 await self._ready.wait()
@@ -175,7 +176,7 @@ class ConnectionLoop:
         except Exception:
             log.exception("closing connection from %s after an internal error", conn.peer)
         finally:
-            self.open_connections.discard(conn)
+            self.open_connections.pop(conn, None)
             conn.close()
 
     async def _serve_one(self, conn: Connection, size: int) -> None:

@@ -26,6 +26,7 @@ from epochlog.client.transactions import TransactionalApi, TransactionManager
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.records import build_batch
 from epochlog.seams import Seams
+from epochlog.seams.tasks import BackgroundTasks
 from epochlog.seams.waiting import wait_event, with_timeout
 
 log = logging.getLogger("epochlog.client.producer")
@@ -103,7 +104,7 @@ class AsyncProducer(TransactionalApi):
         self._refresh_needed = False
         self._sender: asyncio.Task[None] | None = None
         self._closed = False
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = BackgroundTasks()
         # Sends are enqueued in call order even when they wait for metadata (FIFO lock).
         self._enqueue_lock = asyncio.Lock()
         self._batch_size: int = c["batch.size"]
@@ -388,8 +389,7 @@ class AsyncProducer(TransactionalApi):
             self._sender.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sender
-        for task in list(self._tasks):
-            task.cancel()
+        self._tasks.cancel()
         for queue in self._queues.values():
             for batch in queue:
                 batch.fail(DeliveryError(batch.tp, "producer closed"))
@@ -457,9 +457,7 @@ class AsyncProducer(TransactionalApi):
             for leader, batches in by_leader.items():
                 for b in batches:
                     self._in_flight.add(b.tp)
-                task = asyncio.get_running_loop().create_task(self._send_to(leader, batches))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+                self._tasks.spawn(self._send_to(leader, batches))
             if not self._pending():
                 self._idle.set()
             self._wake.clear()

@@ -5,7 +5,6 @@ SyncGroup answers), and storing group metadata. Shared by membership and offsets
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import uuid
 from collections.abc import Callable, Coroutine
@@ -32,6 +31,7 @@ from epochlog.coordinator.records import (
 from epochlog.coordinator.settings import CoordinatorSettings
 from epochlog.coordinator.store import OffsetsStore, TxnProducer
 from epochlog.protocol.errors import ErrorCode
+from epochlog.seams.tasks import BackgroundTasks
 
 if TYPE_CHECKING:
     from epochlog.seams import Clock, Random
@@ -58,28 +58,17 @@ class GroupRegistry:
         self.sync_waiters: dict[tuple[str, str], asyncio.Future[SyncAnswer]] = {}
         # Groups with a write in flight are not expired meanwhile.
         self.pending_writes: dict[str, int] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = BackgroundTasks(log, "coordinator task")
         # The actual partition count of __consumer_offsets once it exists.
         self.num_partitions = settings.num_partitions
         self.wake: Callable[[], None] = lambda: None
 
     def background(self, work: Coroutine[Any, Any, Any]) -> None:
         """Run ``work`` on its own; failures are logged, never lost silently."""
-        task = asyncio.get_running_loop().create_task(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("coordinator task failed", exc_info=task.exception())
+        self._tasks.spawn(work)
 
     async def cancel_background(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await self._tasks.cancel_and_wait()
 
     # -- time and ids ------------------------------------------------------------------
 

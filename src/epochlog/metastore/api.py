@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from epochlog.seams import Clock
+from epochlog.seams.tasks import BackgroundTasks
 
 log = logging.getLogger(__name__)
 
@@ -205,7 +206,7 @@ class Metastore(ABC):
         self._loop = asyncio.get_running_loop()
         self._watches: dict[tuple[str, str], list[Watch]] = {}
         self._expired_callbacks: list[SessionCallback] = []
-        self._tasks: set[asyncio.Task[object]] = set()
+        self._tasks = BackgroundTasks(log, "metastore task")
         self.closed = False
 
     # -- the operations each backend provides -------------------------------------------
@@ -349,18 +350,10 @@ class Metastore(ABC):
             self._spawn(result)
 
     def _spawn(self, awaitable: Awaitable[object]) -> None:
-        task = asyncio.ensure_future(awaitable)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Task[object]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("metastore task failed", exc_info=task.exception())
+        self._tasks.spawn(awaitable)
 
     def _cancel_tasks(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
+        self._tasks.cancel()
 
     async def __aenter__(self) -> Metastore:
         return self

@@ -40,7 +40,12 @@ class MemoryStore:
         self.sessions: dict[int, _Session] = {}
         self.next_session_id = 1
         self.lock = threading.RLock()
-        self.clients: weakref.WeakSet[MemoryMetastore] = weakref.WeakSet()
+        # In the order they connected (a WeakSet's order would follow their addresses,
+        # and a simulation's replay must not).
+        self.clients: weakref.WeakValueDictionary[int, MemoryMetastore] = (
+            weakref.WeakValueDictionary()
+        )
+        self.next_client_id = 1
 
     def new_session(self, timeout_ms: int, now_ms: int) -> int:
         sid = self.next_session_id
@@ -49,7 +54,7 @@ class MemoryStore:
         return sid
 
     def publish(self, events: list[WatchEvent]) -> None:
-        for client in list(self.clients):
+        for client in list(self.clients.values()):
             client._dispatch_soon(events)
 
 
@@ -134,7 +139,9 @@ class MemoryMetastore(TreeMetastore):
         self._heartbeats_paused = False
         with store.lock:
             self._session = store.new_session(session_timeout_ms, clock.time_ms())
-            store.clients.add(self)
+            self._client_id = store.next_client_id
+            store.next_client_id += 1
+            store.clients[self._client_id] = self
         self._spawn(self._heartbeat_loop())
 
     @property
@@ -206,7 +213,7 @@ class MemoryMetastore(TreeMetastore):
             txn = _Txn(self.store)
             if self.store.sessions.pop(self._session, None) is not None:
                 end_session(txn, self._session)
-            self.store.clients.discard(self)
+            self.store.clients.pop(self._client_id, None)
         self.store.publish(txn.events)
         self.closed = True
         self._cancel_tasks()

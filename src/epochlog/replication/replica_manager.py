@@ -17,6 +17,7 @@ from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.replication.fetcher import EndpointOf, ReplicaFetcherManager
 from epochlog.replication.partition import Partition, StateChange
 from epochlog.replication.settings import ReplicationSettings
+from epochlog.seams.tasks import BackgroundTasks
 from epochlog.seams.waiting import Signal
 from epochlog.storage.damage import DamageCut
 from epochlog.storage.partition_metadata import topic_id_to_str
@@ -71,7 +72,7 @@ class ReplicaManager:
             if seams is not None and endpoint_of is not None
             else None
         )
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = BackgroundTasks()
         self._isr_task: asyncio.Task[None] | None = None
         self.stopped = False
 
@@ -90,7 +91,6 @@ class ReplicaManager:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        self._tasks.clear()
         if self._fetchers is not None:
             await self._fetchers.stop()
         self._changed.fire()
@@ -277,11 +277,7 @@ class ReplicaManager:
             state.leader_epoch,
             state.partition_epoch,
         )
-        task = asyncio.get_running_loop().create_task(
-            self._send_proposal(partition, state, new_isr)
-        )
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks.spawn(self._send_proposal(partition, state, new_isr))
 
     async def _send_proposal(
         self, partition: Partition, state: PartitionState, new_isr: list[int]

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from epochlog.coordinator.store import follow_leadership
 from epochlog.protocol.errors import ErrorCode
+from epochlog.seams.tasks import BackgroundTasks
 from epochlog.seams.waiting import Signal, finished_within
 from epochlog.txn import metadata as rules
 from epochlog.txn.markers import LeaderOf, MarkerWriter
@@ -62,7 +63,7 @@ class TransactionCoordinator:
         self._allocate = allocate_producer_id
         # Serialises creating __transaction_state among concurrent FindCoordinator calls.
         self.topic_creation = asyncio.Lock()
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = BackgroundTasks(log, "transaction coordinator task")
         # Transactions whose markers are being written -> done when they are complete.
         self._completing: dict[str, asyncio.Event] = {}
         self._wake = Signal()
@@ -88,14 +89,7 @@ class TransactionCoordinator:
         await self.markers.close()
 
     def _background(self, work: Awaitable[Any]) -> None:
-        task = asyncio.ensure_future(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("transaction coordinator task failed", exc_info=task.exception())
+        self._tasks.spawn(work)
 
     async def _run(self) -> None:
         """Abort timed-out transactions and expire idle ids, each on its interval."""
