@@ -14,6 +14,7 @@ import weakref
 from dataclasses import dataclass, field
 
 from epochlog.metastore.api import (
+    ConnectionLossError,
     EventType,
     MetastoreError,
     SessionExpiredError,
@@ -55,7 +56,8 @@ class MemoryStore:
 
     def publish(self, events: list[WatchEvent]) -> None:
         for client in list(self.clients.values()):
-            client._dispatch_soon(events)
+            if not client.disconnected:
+                client._dispatch_soon(events)
 
 
 @dataclass
@@ -137,6 +139,7 @@ class MemoryMetastore(TreeMetastore):
         super().__init__(clock, session_timeout_ms)
         self.store = store
         self._heartbeats_paused = False
+        self.disconnected = False
         with store.lock:
             self._session = store.new_session(session_timeout_ms, clock.time_ms())
             self._client_id = store.next_client_id
@@ -152,10 +155,23 @@ class MemoryMetastore(TreeMetastore):
         """Stop (or resume) heartbeats: how a test makes this client look dead."""
         self._heartbeats_paused = paused
 
+    def disconnect(self, cut: bool = True) -> None:
+        """Cut (or restore) this client's link to the store, as a partition from
+        ZooKeeper does: calls fail with ConnectionLossError, heartbeats stop (so the
+        session expires after its timeout) and changes are missed. On restore, an expired
+        session is replaced (its owners re-register), else every watch fires once so
+        that its owner re-reads what changed meanwhile."""
+        self.disconnected = cut
+        if cut or self.closed or not self._heartbeat():
+            return
+        for kind, path in list(self._watches):
+            event = EventType.CHILDREN if kind == "children" else EventType.CHANGED
+            self._dispatch_soon([WatchEvent(event, path)])
+
     async def _heartbeat_loop(self) -> None:
         while not self.closed:
             await self.clock.sleep(self.session_timeout_ms / 3000)
-            if not self._heartbeats_paused and not self.closed:
+            if not (self._heartbeats_paused or self.disconnected or self.closed):
                 self._heartbeat()
 
     def _heartbeat(self) -> bool:
@@ -182,6 +198,8 @@ class MemoryMetastore(TreeMetastore):
     async def _write(self, action: Action) -> object:
         if self.closed:
             raise MetastoreError("metastore is closed")
+        if self.disconnected:
+            raise ConnectionLossError("disconnected from the metastore")
         with self.store.lock:
             now = self.clock.time_ms()
             txn = _Txn(self.store)
@@ -203,6 +221,8 @@ class MemoryMetastore(TreeMetastore):
     async def _read(self, action: Action) -> object:
         if self.closed:
             raise MetastoreError("metastore is closed")
+        if self.disconnected:
+            raise ConnectionLossError("disconnected from the metastore")
         with self.store.lock:
             return action(_Txn(self.store), self._session, self.clock.time_ms())
 

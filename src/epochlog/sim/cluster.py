@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 from epochlog.broker.broker import Broker
 from epochlog.broker.config import BrokerConfig
+from epochlog.metastore.memory import MemoryMetastore
 from epochlog.seams import Disk, Seams
 from epochlog.sim.loop import SimClock
 from epochlog.sim.network import SimNetwork
@@ -76,6 +77,23 @@ class SimCluster:
         broker, self.brokers[i] = self.brokers[i], None
         if broker is not None:
             await broker.stop()
+
+    def isolate(self, i: int) -> None:
+        """Broker ``i`` loses the network and the metastore (its session then expires,
+        and the controller moves its leadership away): a zombie until ``heal``."""
+        self.network.isolate(f"b{i}")
+        self._metastore_of(i).disconnect(True)
+
+    def heal(self) -> None:
+        self.network.heal()
+        for i in range(len(self.brokers)):
+            if self.brokers[i] is not None and self._metastore_of(i).disconnected:
+                self._metastore_of(i).disconnect(False)
+
+    def _metastore_of(self, i: int) -> MemoryMetastore:
+        broker = self.brokers[i]
+        assert broker is not None and isinstance(broker.store, MemoryMetastore)
+        return broker.store
 
     async def stop(self) -> None:
         for i in range(len(self.brokers)):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from epochlog.seams import Clock, Connection, ConnectionHandler, FileHandle, Random, Server
 from epochlog.seams.tasks import BackgroundTasks
@@ -126,6 +126,7 @@ class SimNetwork:
         self._listeners: dict[Address, ConnectionHandler] = {}
         self._connections: list[SimConnection] = []
         self._blocked: set[tuple[str, str]] = set()
+        self._isolated: set[str] = set()
         self._next_port = FIRST_PORT
         self._tasks = BackgroundTasks()
 
@@ -134,7 +135,10 @@ class SimNetwork:
         return self._random.randint(low, high) / 1000
 
     def blocked(self, sender: Address, receiver: Address) -> bool:
-        return (sender[0], receiver[0]) in self._blocked
+        return self._cut(sender[0], receiver[0])
+
+    def _cut(self, a: str, b: str) -> bool:
+        return (a, b) in self._blocked or bool({a, b} & self._isolated)
 
     async def serve(self, host: str, port: int, handler: ConnectionHandler) -> Server:
         if port == 0:
@@ -157,7 +161,7 @@ class SimNetwork:
         await self._clock.sleep(self.latency_s())
         handler = self._listeners.get((host, port))
         client_host = source
-        if handler is None or (client_host, host) in self._blocked:
+        if handler is None or self._cut(client_host, host):
             raise ConnectionRefusedError(f"connection refused: {host}:{port}")
         local = (client_host, self._next_port)
         self._next_port += 1
@@ -171,12 +175,22 @@ class SimNetwork:
     def partition(self, a: str, b: str) -> None:
         """Hosts ``a`` and ``b`` can no longer talk; their open connections break."""
         self._blocked |= {(a, b), (b, a)}
-        for conn in self._connections:
-            if {conn.local[0], conn.peer.rsplit(":", 1)[0]} == {a, b}:
-                conn.reset()
+        self._reset_where(lambda ends: ends == {a, b})
+
+    def isolate(self, host: str) -> None:
+        """``host`` can talk to no one; its open connections break."""
+        self._isolated.add(host)
+        self._reset_where(lambda ends: host in ends)
 
     def heal(self) -> None:
         self._blocked.clear()
+        self._isolated.clear()
+
+    def _reset_where(self, touches: Callable[[set[str]], bool]) -> None:
+        for conn in self._connections:
+            if touches({conn.local[0], conn.peer.rsplit(":", 1)[0]}):
+                conn.reset()
+        self._connections = [c for c in self._connections if not c.is_closing()]
 
 
 class HostNetwork:
