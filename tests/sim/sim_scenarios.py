@@ -60,7 +60,7 @@ async def produce_and_read_back(clock: SimClock, seed: int, records: int = 2000)
         assert await sender.flush(30)
         reader.assign([("t", p) for p in range(3)])
         while sum(1 for t in trace if t[0] == "read") < records:
-            for r in await reader.poll(1.0):
+            for r in await reader.poll(1000):
                 trace.append(("read", r.partition, r.offset, r.leader_epoch, r.timestamp, r.value))
         trace.append(("end", clock.monotonic()))
     return trace
@@ -100,7 +100,7 @@ async def isolated_leader(clock: SimClock, seed: int, records: int = 12000) -> T
         end = max((t[2] for t in trace if t[0] == "ack"), default=-1)
         position = -1
         while position < end:
-            for r in await reader.poll(1.0):
+            for r in await reader.poll(1000):
                 trace.append(("read", r.offset, r.leader_epoch, r.value))
                 position = r.offset
     return trace

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from sim_scenarios import digest, isolated_leader, produce_and_read_back
+from sim_scenarios import cluster_and_clients, digest, isolated_leader, produce_and_read_back
 
 from epochlog.seams.waiting import finished_within, wait_event, with_timeout
 from epochlog.sim.loop import SimClock, SimulationStalled, run_simulated
@@ -170,3 +170,36 @@ def test_a_metastore_client_cut_off_fails_its_calls_and_its_session_expires() ->
         await other.close()
 
     run_simulated(main)
+
+
+def test_a_busy_loop_is_reported_not_spun_for_ever() -> None:
+    async def main(clock: SimClock) -> None:
+        deadline = clock.monotonic() + 1
+        while clock.monotonic() < deadline:
+            await asyncio.sleep(0)  # yields, but never lets time move
+
+    with pytest.raises(SimulationStalled, match="busy loop"):
+        run_simulated(main)
+
+
+# A spin that never yields cannot be seen by the loop: the hang guard is real time.
+@pytest.mark.timeout(60)
+def test_a_consumer_poll_with_under_a_millisecond_left_returns_instead_of_spinning() -> None:
+    """Found by the simulator: a poll left with less than a millisecond (float rounding
+    leaves 1.025 - 1.024 = 0.000999... of a 1 ms poll) kept fetching with 0 ms to wait
+    until the deadline passed: a busy loop (for ever, in virtual time)."""
+
+    async def main(clock: SimClock) -> list[int]:
+        async with cluster_and_clients(clock, seed=3) as (_, admin, sender, reader):
+            await admin.create_topic("t", partitions=3, replication_factor=3)
+            for i in range(30):
+                await sender.send("t", b"v%d" % i, partition=i % 3)
+            assert await sender.flush(30)
+            reader.assign([("t", p) for p in range(3)])
+            counts = []
+            for _ in range(20):
+                counts.append(len(await reader.poll(0.5)))  # type: ignore[arg-type]
+            return counts
+
+    counts = run_simulated(main)
+    assert sum(counts) == 30 and counts[-1] == 0

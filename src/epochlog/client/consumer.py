@@ -173,12 +173,14 @@ class AsyncConsumer:
         while True:
             await self._prepare()
             self._raise_failures()
-            remaining = deadline - self._clock.monotonic()
-            result = decode(await self._fetch(max(0, int(remaining * 1000))))
+            remaining_ms = max(0, int((deadline - self._clock.monotonic()) * 1000))
+            result = decode(await self._fetch(remaining_ms))
             if len(result):
                 self._retries = 0
                 self._send_next_fetch()
-            if len(result) or self._clock.monotonic() >= deadline:
+            # Under a millisecond left counts as none: the fetch cannot wait that long,
+            # and looping on would spin until the deadline (the simulator caught it).
+            if len(result) or remaining_ms == 0 or self._clock.monotonic() >= deadline:
                 return result
             if not any(p.can_fetch() for p in self._positions.values()):
                 pause = backoff_seconds(

@@ -15,8 +15,14 @@ T = TypeVar("T")
 EPOCH_MS = 1_700_000_000_000
 
 
+# Loop iterations at one virtual instant before the run counts as spinning: a task that
+# polls the clock without ever sleeping would otherwise hold virtual time still for ever.
+BUSY_LIMIT = 200_000
+
+
 class SimulationStalled(RuntimeError):
-    """Nothing can run and no timer is pending: every task waits for what never comes."""
+    """Nothing can run and no timer is pending (every task waits for what never comes),
+    or something keeps running without letting virtual time move (a busy loop)."""
 
 
 class VirtualTimeLoop(asyncio.SelectorEventLoop):
@@ -26,11 +32,13 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
     def __init__(self) -> None:
         super().__init__()
         self._virtual_now = 0.0
+        self._busy = 0
 
     def time(self) -> float:
         return self._virtual_now
 
     def _run_once(self) -> None:
+        before = self._virtual_now
         if not self._ready and not self._stopping:  # type: ignore[attr-defined]
             scheduled = self._scheduled  # type: ignore[attr-defined]
             while scheduled and scheduled[0]._cancelled:
@@ -41,6 +49,11 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
             elif len(self._selector.get_map()) <= 1:  # only the loop's own wake-up pipe
                 raise SimulationStalled(f"nothing to run at virtual time {self._virtual_now}s")
         super()._run_once()  # type: ignore[misc]
+        self._busy = self._busy + 1 if self._virtual_now == before else 0
+        if self._busy > BUSY_LIMIT:
+            raise SimulationStalled(
+                f"{BUSY_LIMIT} loop iterations at virtual time {before}s: a busy loop"
+            )
 
 
 class SimClock:
