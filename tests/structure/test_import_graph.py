@@ -1,6 +1,6 @@
 """The shape of the code: no import cycle between epochlog's packages, none between the
 modules of a package (type-only and function-level imports included: a cycle hidden
-there is still one a reader must untangle), and no module far past 600 lines."""
+there is still one a reader must untangle), and no module over 600 lines."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections import defaultdict
 from pathlib import Path
 
 SOURCE = Path(__file__).resolve().parents[2] / "src" / "epochlog"
-MAX_LINES = 620
+MAX_LINES = 600
 
 
 def _modules() -> dict[str, Path]:
@@ -108,7 +108,7 @@ def test_the_cycle_finder_finds_cycles() -> None:
     assert _cycles({"a": {"b"}, "b": set()}) == []
 
 
-def test_no_module_far_past_600_lines() -> None:
+def test_no_module_over_600_lines() -> None:
     long = {
         str(path.relative_to(SOURCE)): n
         for path in _modules().values()

@@ -16,7 +16,6 @@ from kafka.protocol.admin import (
     DescribeConfigsRequest,
     IncrementalAlterConfigsRequest,
 )
-from kafka.protocol.consumer import ListOffsetsRequest
 from kafka.protocol.metadata import MetadataRequest
 
 from epochlog.client.admin_groups import GroupAdmin
@@ -24,7 +23,12 @@ from epochlog.client.admin_transactions import TransactionAdmin
 from epochlog.client.config import ADMIN, parse_config
 from epochlog.client.connection import BrokerConnection
 from epochlog.client.errors import TopicPartition
-from epochlog.client.lookup import OffsetAndTimestamp, list_offsets
+from epochlog.client.lookup import (
+    CONSUMER_REPLICA_ID,
+    OffsetAndTimestamp,
+    list_offsets,
+    list_offsets_request,
+)
 from epochlog.client.metadata import Cluster
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.seams import Seams
@@ -33,7 +37,6 @@ EARLIEST = -2
 LATEST = -1
 # Kafka's replica id for tools: a debugging request may ask any replica for its log end.
 DEBUGGING_REPLICA_ID = -2
-CONSUMER_REPLICA_ID = -1
 
 
 @dataclass
@@ -229,21 +232,8 @@ class AsyncAdmin(GroupAdmin, TransactionAdmin):
     ) -> tuple[int, int]:
         """(offset, leader_epoch) that ``broker_id`` answers for ``timestamp``; latest
         is the last stable offset with ``isolation_level`` 1 (read_committed)."""
-        request = ListOffsetsRequest(
-            replica_id=replica_id,
-            isolation_level=isolation_level,
-            topics=[
-                ListOffsetsRequest.ListOffsetsTopic(
-                    name=topic,
-                    partitions=[
-                        ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
-                            partition_index=partition,
-                            current_leader_epoch=-1,
-                            timestamp=timestamp,
-                        )
-                    ],
-                )
-            ],
+        request = list_offsets_request(
+            {TopicPartition(topic, partition): timestamp}, lambda _: -1, isolation_level, replica_id
         )
         response = await (await self.broker(broker_id)).send(request, 7)
         answer: Any = response.topics[0].partitions[0]

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 import pyarrow as pa
-from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest
+from kafka.protocol.consumer import FetchRequest, OffsetForLeaderEpochRequest
 
 from epochlog.client.config import consumer_config
 from epochlog.client.errors import (
@@ -33,7 +33,15 @@ from epochlog.client.fetched import (  # the record types live there, re-exporte
     records_of,
 )
 from epochlog.client.group import GroupMembership
-from epochlog.client.lookup import OffsetAndTimestamp, list_offsets
+from epochlog.client.lookup import (
+    CONSUMER_REPLICA_ID,
+    EARLIEST,
+    LATEST,
+    LIST_OFFSETS_VERSION,
+    OffsetAndTimestamp,
+    list_offsets,
+    list_offsets_request,
+)
 from epochlog.client.metadata import Cluster, backoff_seconds
 from epochlog.client.positions import (
     Move,
@@ -54,11 +62,7 @@ log = logging.getLogger("epochlog.client.consumer")
 # v13: topics by ID (KIP-516), so a re-created topic is never read as the old one.
 FETCH_VERSION = 13
 FETCH_BY_NAME_VERSION = 12
-LIST_OFFSETS_VERSION = 7
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
-EARLIEST = -2
-LATEST = -1
-CONSUMER_REPLICA_ID = -1
 READ_COMMITTED = 1
 LEADERSHIP_ERRORS = {
     ErrorCode.FENCED_LEADER_EPOCH,
@@ -76,10 +80,6 @@ R = TypeVar("R", ConsumerRecords, pa.RecordBatch)
 # A partition's answer: the offset it was fetched from, its batches, and under
 # read_committed the aborted transactions of the range.
 FetchedAt = tuple[TopicPartition, int, bytes, "list[tuple[int, int]] | None"]
-
-
-def _tp(value: TopicPartition | tuple[str, int]) -> TopicPartition:
-    return value if isinstance(value, TopicPartition) else TopicPartition(*value)
 
 
 class AsyncConsumer:
@@ -120,7 +120,7 @@ class AsyncConsumer:
 
     def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
         """Read exactly these partitions; new ones start by the reset policy."""
-        wanted = [_tp(p) for p in partitions]
+        wanted = [TopicPartition(*p) for p in partitions]
         self._positions = {tp: self._positions.get(tp) or PartitionPosition() for tp in wanted}
         self._refresh_needed = True
 
@@ -143,17 +143,17 @@ class AsyncConsumer:
     ) -> None:
         """Fetch from ``offset`` next; with ``leader_epoch`` (of the record before it),
         the position is validated against the leader first. No request is made here."""
-        tp = _tp(tp)
+        tp = TopicPartition(*tp)
         if tp not in self._positions:
             raise ValueError(f"{tp} is not assigned")
         self._positions[tp].seek(offset, leader_epoch)
 
     def position(self, tp: TopicPartition | tuple[str, int]) -> OffsetAndEpoch | None:
-        pos = self._positions[_tp(tp)]
+        pos = self._positions[TopicPartition(*tp)]
         return None if pos.offset is None else OffsetAndEpoch(pos.offset, pos.offset_epoch)
 
     def phase(self, tp: TopicPartition | tuple[str, int]) -> Phase:
-        return self._positions[_tp(tp)].phase
+        return self._positions[TopicPartition(*tp)].phase
 
     # -- poll -----------------------------------------------------------------------
 
@@ -351,27 +351,8 @@ class AsyncConsumer:
     ) -> dict[TopicPartition, tuple[int, int]]:
         """ListOffsets with CurrentLeaderEpoch: tp -> (offset, leader epoch); partitions
         that failed are left out (their error handled)."""
-        topic_cls = ListOffsetsRequest.ListOffsetsTopic
-        by_topic: dict[str, list[TopicPartition]] = {}
-        for tp in wanted:
-            by_topic.setdefault(tp.topic, []).append(tp)
-        request = ListOffsetsRequest(
-            replica_id=CONSUMER_REPLICA_ID,
-            isolation_level=self._isolation,
-            topics=[
-                topic_cls(
-                    name=topic,
-                    partitions=[
-                        topic_cls.ListOffsetsPartition(
-                            partition_index=tp.partition,
-                            current_leader_epoch=self._positions[tp].current_leader_epoch,
-                            timestamp=wanted[tp],
-                        )
-                        for tp in group
-                    ],
-                )
-                for topic, group in by_topic.items()
-            ],
+        request = list_offsets_request(
+            wanted, lambda tp: self._positions[tp].current_leader_epoch, self._isolation
         )
         response = await self._request(leader, request, LIST_OFFSETS_VERSION)
         out: dict[TopicPartition, tuple[int, int]] = {}
@@ -586,13 +567,13 @@ class AsyncConsumer:
     ) -> None:
         """Commit with leader epochs; by default the positions after returned records."""
         await self._membership().commit(
-            None if offsets is None else {_tp(tp): at for tp, at in offsets.items()}
+            None if offsets is None else {TopicPartition(*tp): at for tp, at in offsets.items()}
         )
 
     async def committed(
         self, partitions: Iterable[TopicPartition | tuple[str, int]]
     ) -> dict[TopicPartition, OffsetAndEpoch | None]:
-        return await self._membership().committed([_tp(p) for p in partitions])
+        return await self._membership().committed([TopicPartition(*p) for p in partitions])
 
     async def offsets_for_times(
         self, timestamps: Mapping[TopicPartition | tuple[str, int], int]
@@ -600,7 +581,7 @@ class AsyncConsumer:
         """The first offset at or after each timestamp, with its leader epoch."""
         return await list_offsets(
             self._cluster,
-            {_tp(tp): ts for tp, ts in timestamps.items()},
+            {TopicPartition(*tp): ts for tp, ts in timestamps.items()},
             self.config["request.timeout.ms"] / 1000,
             (self.config["retry.backoff.ms"], self.config["retry.backoff.max.ms"]),
             in_use=[tp for tp, p in self._positions.items() if p.offset is not None],

@@ -5,7 +5,7 @@ answer carries. Used by ``AsyncConsumer.offsets_for_times`` and the admin client
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,20 +106,20 @@ async def list_offsets(
     return out
 
 
-async def _ask(
-    cluster: Cluster, leader: int, wanted: Mapping[TopicPartition, int], isolation_level: int
-) -> dict[TopicPartition, tuple[int, int, int] | ErrorCode]:
+def list_offsets_request(
+    wanted: Mapping[TopicPartition, int],
+    current_epoch: Callable[[TopicPartition], int],
+    isolation_level: int,
+    replica_id: int = CONSUMER_REPLICA_ID,
+) -> Any:
+    """ListOffsets for each partition's timestamp (or EARLIEST / LATEST), fenced with
+    the CurrentLeaderEpoch the caller knows (KIP-320; -1: not fenced)."""
     topic_cls = ListOffsetsRequest.ListOffsetsTopic
     by_topic: dict[str, list[TopicPartition]] = {}
     for tp in wanted:
         by_topic.setdefault(tp.topic, []).append(tp)
-
-    def current_epoch(tp: TopicPartition) -> int:
-        meta = cluster.cache.partition(tp)
-        return -1 if meta is None else meta.leader_epoch
-
-    request = ListOffsetsRequest(
-        replica_id=CONSUMER_REPLICA_ID,
+    return ListOffsetsRequest(
+        replica_id=replica_id,
         isolation_level=isolation_level,
         topics=[
             topic_cls(
@@ -136,6 +136,16 @@ async def _ask(
             for topic, group in by_topic.items()
         ],
     )
+
+
+async def _ask(
+    cluster: Cluster, leader: int, wanted: Mapping[TopicPartition, int], isolation_level: int
+) -> dict[TopicPartition, tuple[int, int, int] | ErrorCode]:
+    def current_epoch(tp: TopicPartition) -> int:
+        meta = cluster.cache.partition(tp)
+        return -1 if meta is None else meta.leader_epoch
+
+    request = list_offsets_request(wanted, current_epoch, isolation_level)
     try:
         response: Any = await cluster.send(leader, request, LIST_OFFSETS_VERSION)
     except (ConnectionError, OSError):

@@ -30,7 +30,7 @@ from epochlog.storage.log_reader import LogReader
 from epochlog.storage.log_transactions import index_aborted, markers_of, rebuild_producer_state
 from epochlog.storage.partition_metadata import PartitionMetadataFile
 from epochlog.storage.producer_state import AppendOrigin, ProducerStateManager
-from epochlog.storage.quarantine import Quarantine
+from epochlog.storage.quarantine import Quarantine, keep_tail
 from epochlog.storage.results import AppendResult, OffsetAndEpoch, ReadResult, TruncatedRange
 from epochlog.storage.segment import DamagedBatch, LogSegment
 
@@ -390,7 +390,13 @@ class Log:
             return None
         if offset < self._log_start_offset:
             return self.truncate_fully_and_start_at(offset, reason)
-        removed = self._quarantine_from(offset, reason)
+        removed = keep_tail(
+            self.quarantine,
+            self._segments[self.segment_for(offset) :],
+            offset,
+            reason,
+            (self.topic, self.partition),
+        )
         index = self.segment_for(offset)
         found = self._segments[index].find_batch(offset)
         for segment in self._segments[index + 1 :]:
@@ -410,7 +416,13 @@ class Log:
         """Empty the log (quarantining its contents) and restart it at ``offset``."""
         removed = None
         if self.log_end_offset > self._log_start_offset:
-            removed = self._quarantine_from(self._log_start_offset, reason)
+            removed = keep_tail(
+                self.quarantine,
+                self._segments[self.segment_for(self._log_start_offset) :],
+                self._log_start_offset,
+                reason,
+                (self.topic, self.partition),
+            )
         for segment in self._segments:
             segment.delete()
         self._segments, self._bases = [], []
@@ -456,47 +468,6 @@ class Log:
         self._epoch_cache.truncate_from_end(end)
         self._recovery_point = min(self._recovery_point, end)
         rebuild_producer_state(self)
-
-    def _quarantine_from(self, offset: int, reason: str) -> TruncatedRange:
-        sources = []
-        epochs: list[int] = []
-        first = last = None
-        index = self.segment_for(offset)
-        for segment in self._segments[index:]:
-            found = segment.find_batch(offset)
-            if found is None:
-                continue
-            position = found[0]
-            for _, header in segment.iter_headers(position):
-                first = header.base_offset if first is None else first
-                last = header.last_offset
-                if not epochs or epochs[-1] != header.partition_leader_epoch:
-                    epochs.append(header.partition_leader_epoch)
-            sources.append((segment.file, position, segment.size - position))
-        first = offset if first is None else first
-        last = first - 1 if last is None else last
-        description = {
-            "topic": self.topic,
-            "partition": self.partition,
-            "first_offset": first,
-            "last_offset": last,
-            "epochs": epochs,
-            "reason": reason,
-        }
-        path = self.quarantine.keep(f"{first:020d}-{last:020d}", sources, description)
-        size = sum(s[2] for s in sources)
-        logger.warning(
-            "%s-%d: %s removed offsets %d..%d (epochs %s, %d bytes); kept in %s",
-            self.topic,
-            self.partition,
-            reason,
-            first,
-            last,
-            epochs,
-            size,
-            path,
-        )
-        return TruncatedRange(first, last, tuple(epochs), size, path)
 
     def delete_segments_for_retention(self, now_ms: int) -> int:
         """Delete old segments by ``retention.ms``, ``retention.bytes`` and log start.

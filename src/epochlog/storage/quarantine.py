@@ -8,8 +8,14 @@ why they were removed and when, so an operator can list them and re-produce them
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Sequence
 
 from epochlog.seams import Clock, Disk, FileHandle
+from epochlog.storage.results import TruncatedRange
+from epochlog.storage.segment import LogSegment
+
+logger = logging.getLogger("epochlog.storage")
 
 QUARANTINE_DIR = "quarantine"
 _COPY_CHUNK = 1 << 20
@@ -63,3 +69,54 @@ class Quarantine:
             for name in self.disk.listdir(self.directory)
             if name.endswith(".json")
         ]
+
+
+def keep_tail(
+    quarantine: Quarantine,
+    segments: Sequence[LogSegment],
+    offset: int,
+    reason: str,
+    partition: tuple[str, int],
+) -> TruncatedRange:
+    """Keep every batch of a partition from ``offset`` on (``segments`` from the one
+    holding it) in one quarantine entry, described and logged, before a truncation
+    removes them."""
+    topic, index = partition
+    sources = []
+    epochs: list[int] = []
+    first = last = None
+    for segment in segments:
+        found = segment.find_batch(offset)
+        if found is None:
+            continue
+        position = found[0]
+        for _, header in segment.iter_headers(position):
+            first = header.base_offset if first is None else first
+            last = header.last_offset
+            if not epochs or epochs[-1] != header.partition_leader_epoch:
+                epochs.append(header.partition_leader_epoch)
+        sources.append((segment.file, position, segment.size - position))
+    first = offset if first is None else first
+    last = first - 1 if last is None else last
+    description = {
+        "topic": topic,
+        "partition": index,
+        "first_offset": first,
+        "last_offset": last,
+        "epochs": epochs,
+        "reason": reason,
+    }
+    path = quarantine.keep(f"{first:020d}-{last:020d}", sources, description)
+    size = sum(s[2] for s in sources)
+    logger.warning(
+        "%s-%d: %s removed offsets %d..%d (epochs %s, %d bytes); kept in %s",
+        topic,
+        index,
+        reason,
+        first,
+        last,
+        epochs,
+        size,
+        path,
+    )
+    return TruncatedRange(first, last, tuple(epochs), size, path)
