@@ -16,7 +16,7 @@ from epochlog.coordinator.records import decode_key
 from epochlog.coordinator.registry import GroupRegistry
 from epochlog.coordinator.settings import CoordinatorSettings
 from epochlog.protocol.errors import ErrorCode
-from epochlog.seams.waiting import sleep_timeout
+from support.clock_timeout import sleep_timeout
 
 MINUTE_MS = 60_000
 

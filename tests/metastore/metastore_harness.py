@@ -15,7 +15,7 @@ from kazoo.client import KazooClient
 
 from epochlog.metastore import Metastore, open_metastore
 from epochlog.seams.real import RealClock
-from epochlog.seams.waiting import sleep_timeout
+from support.clock_timeout import sleep_timeout
 from support.zookeeper import ZooKeeperServer
 
 BACKENDS = ["memory", "sqlite", "zk"]

@@ -34,8 +34,6 @@ REAL_EDGES = {
     SRC / "spark" / "sink_transactions.py": {"real_seams"},
     SRC / "spark" / "batch_reader.py": {"real_seams"},
     SRC / "spark" / "stream_reader.py": {"real_seams"},
-    # Timeouts for clocks that can only sleep: asyncio's timeout, expired by the Clock.
-    SRC / "seams" / "waiting.py": {"asyncio.timeout"},
 }
 # The simulator runs on its virtual-time loop, whose clock is the simulated Clock: there,
 # asyncio's timers are the Clock's; and it seeds every simulated host's Random.

@@ -9,9 +9,9 @@ import pytest
 
 from epochlog.protocol.records import build_batch
 from epochlog.seams.real import OsDisk
-from epochlog.seams.waiting import sleep_timeout
 from epochlog.storage.config import LogConfig
 from epochlog.storage.log import Log
+from support.clock_timeout import sleep_timeout
 
 
 class FakeClock:

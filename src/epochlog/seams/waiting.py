@@ -5,30 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import Awaitable
 from typing import TypeVar
 
 from epochlog.seams import Clock
 
 T = TypeVar("T")
-
-
-@contextlib.asynccontextmanager
-async def sleep_timeout(clock: Clock, seconds: float) -> AsyncIterator[None]:
-    """``Clock.timeout`` for a clock that can only sleep: asyncio's own timeout,
-    expired when ``clock.sleep(seconds)`` returns."""
-    async with asyncio.timeout(None) as deadline:
-        loop = asyncio.get_running_loop()
-
-        async def expire() -> None:
-            await clock.sleep(seconds)
-            deadline.reschedule(loop.time())
-
-        watchdog = asyncio.ensure_future(expire())
-        try:
-            yield
-        finally:
-            watchdog.cancel()
 
 
 async def finished_within(clock: Clock, awaitable: Awaitable[object], seconds: float) -> bool:
