@@ -1,5 +1,5 @@
 """Produce-time record validation: every record of every batch decoded, within a bound on
-decompression; the vectorised check agrees with the record-by-record decoder."""
+decompression; the compiled walker agrees with the record-by-record decoder."""
 
 from __future__ import annotations
 
@@ -107,7 +107,7 @@ def _scalar_accepts(data: bytes) -> bool:
     flips=st.lists(st.tuples(st.integers(0, 10_000), st.integers(1, 255)), max_size=3),
     cut=st.integers(0, 4),
 )
-def test_vectorised_check_agrees_with_the_record_decoder(
+def test_compiled_walk_agrees_with_the_record_decoder(
     sizes: list[int], flips: list[tuple[int, int]], cut: int
 ) -> None:
     """Mutated records sections (CRC made right again): the validator, on both of its
@@ -118,7 +118,7 @@ def test_vectorised_check_agrees_with_the_record_decoder(
         mutated[at % len(mutated)] ^= mask
     data = forged_batch(bytes(mutated[: len(mutated) - cut]), len(sizes))
     expected = _scalar_accepts(data)
-    for scalar_up_to in (0, 256):  # the numpy path, then the record-by-record one
+    for scalar_up_to in (0, 256):  # the compiled walker, then the record-by-record one
         with mock.patch.object(record_validation, "_SCALAR_UP_TO", scalar_up_to):
             try:
                 validate(data)

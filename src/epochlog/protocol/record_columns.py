@@ -1,6 +1,5 @@
 """Magic 2 records sections decoded field by field, vectorised across every record
-of many sections at once, with numpy: the client's fetch path (record_fields.py) and
-the broker's produce validation (record_validation.py) share it.
+of many sections at once, with numpy: the client's fetch path (record_fields.py).
 
 The only sequential dependency in a records section is the chain of record starts.
 Records of a batch mostly come in runs of one size, so the chain is found a run at a

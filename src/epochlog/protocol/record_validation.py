@@ -3,15 +3,17 @@ LogValidator does: every record decoded (compressed ones decompressed, within a 
 lengths consistent, offset deltas 0..n-1, a key on every record of a compacted topic.
 
 A batch whose header and CRC are right can still hold records no reader can decode;
-stored, it stalls every consumer at its offset. The check is vectorised
-(``record_columns``) so that it costs little next to the append itself; only when it
-fails are the records walked one by one, to name the first bad one in the answer's
+stored, it stalls every consumer at its offset. A few records are walked by the Python
+decoder; more by the compiled walker (``record_walk``, loaded on first use), so that the
+check costs little next to the append itself. Only when a batch fails is it walked again
+by the Python decoder, to word the error and name the first bad record in the answer's
 ``record_errors`` (Produce v8+).
 """
 
 from __future__ import annotations
 
 import functools
+from types import ModuleType
 
 import numpy as np
 
@@ -19,15 +21,13 @@ from epochlog.protocol import batch as _batch
 from epochlog.protocol.batch import BatchHeader
 from epochlog.protocol.compression import BoundedDecompressor
 from epochlog.protocol.errors import ErrorCode, KafkaError
-from epochlog.protocol.record_columns import NO_APPEND_TIME, decode_records, record_starts
 from epochlog.protocol.records import _decode
 from epochlog.settings.broker import BROKER
 
 Buffer = bytes | bytearray | memoryview
-# Up to this many records, walking them one by one costs less than numpy's fixed cost.
-_SCALAR_UP_TO = 256
-# Smaller than any offset delta, so that decode_records keeps every record.
-_KEEP_ALL = -(2**62)
+# Up to this many records in a request, the Python decoder is as quick as a call into
+# the compiled walker, and a producer of small batches never pays for loading numba.
+_SCALAR_UP_TO = 64
 
 
 class RecordErrors(KafkaError):
@@ -88,34 +88,23 @@ def _check(data: Buffer, sections: list[tuple[int, int, int]], require_keys: boo
         for section in sections:
             _check_one_by_one(data, section, require_keys)
         return
-    bounds = np.array(sections, dtype=np.int64).reshape(-1, 3)
-    arr = np.frombuffer(data, dtype=np.uint8)
-    try:
-        starts = record_starts(data, arr, bounds)  # type: ignore[arg-type]
-        meta = np.zeros((len(sections), 5), dtype=np.int64)
-        meta[:, 1] = NO_APPEND_TIME
-        meta[:, 4] = _KEEP_ALL
-        fields = decode_records(data, arr, starts, bounds, meta)  # type: ignore[arg-type]
-    except KafkaError:
-        _locate(data, sections)
-        raise
-    counts = bounds[:, 2]
-    first = np.repeat(np.cumsum(counts) - counts, counts)
-    index = np.arange(int(counts.sum()), dtype=np.int64) - first
-    wrong = np.flatnonzero(fields.offsets != index)
-    if wrong.size:
-        at = int(wrong[0])
-        expected, found = int(index[at]), int(fields.offsets[at])
-        message = f"offset delta {found}, expected {expected}"
-        raise RecordErrors(f"record {expected}: {message}", [(expected, message)])
-    if require_keys:
-        keyless = np.flatnonzero(fields.key_len < 0)
-        if keyless.size:
-            message = "a compacted topic requires a key on every record"
+    walker = _walker()
+    buf = np.frombuffer(data, dtype=np.uint8)
+    for section in sections:
+        fault, _ = walker.walk(buf, *section, require_keys)
+        if fault != walker.OK:
+            _check_one_by_one(data, section, require_keys)
             raise RecordErrors(
-                f"{keyless.size} records without a key; {message}",
-                [(int(index[i]), message) for i in keyless.tolist()],
+                "a record the compiled walker refused", [(0, "refused by the record walker")]
             )
+
+
+@functools.cache
+def _walker() -> ModuleType:
+    """``record_walk``, imported (and numba loaded) only once a large batch comes."""
+    from epochlog.protocol import record_walk
+
+    return record_walk
 
 
 def _check_one_by_one(data: Buffer, section: tuple[int, int, int], require_keys: bool) -> None:
@@ -145,17 +134,3 @@ def _check_one_by_one(data: Buffer, section: tuple[int, int, int], require_keys:
             "every record",
             keyless,
         )
-
-
-def _locate(data: Buffer, sections: list[tuple[int, int, int]]) -> None:
-    """Walk the records one by one to name the first that does not decode."""
-    raw = bytes(data)
-    for start, end, count in sections:
-        done = 0
-        try:
-            for _ in _decode(raw, start, end, count, 0, 0, None):
-                done += 1
-        except KafkaError as exc:
-            if done < count:
-                raise RecordErrors(f"record {done}: {exc.message}", [(done, exc.message)]) from None
-            raise
