@@ -2,11 +2,14 @@
 
 Every figure is a ratio to a reference measured in the same run: transactional produce
 (transactions of 1,000 and of 10,000 records of 100 bytes) as a ratio to idempotent
-produce of the same records on the same broker, and beside librdkafka's mock cluster
-doing the same transactions; read_committed consume as a ratio to read_uncommitted
-consume of the same (committed and aborted) log. Medians of --runs runs.
+produce of the same records on the same broker, measured just before and just after
+each transactional run (the ratio is to their mean, so that a machine whose speed
+drifts biases neither side), and beside librdkafka's mock cluster doing the same
+transactions; read_committed consume as a ratio to read_uncommitted consume of the same
+(committed and aborted) log. Medians of --runs runs; a million records a run, as
+shorter runs are dominated by noise.
 
-    python bench/transactions.py [--runs 3] [--records 200000]
+    python bench/transactions.py [--runs 5] [--records 1000000]
 """
 
 from __future__ import annotations
@@ -128,8 +131,8 @@ def consume_seconds(bootstrap: str, topic: str, isolation: str) -> tuple[int, fl
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--records", type=int, default=200_000, help="records of 100 bytes")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--records", type=int, default=1_000_000, help="records of 100 bytes")
     args = ap.parse_args(argv)
     count = args.records
     with tempfile.TemporaryDirectory(prefix="epochlog-bench-txn-") as tmp:
@@ -147,23 +150,31 @@ def main(argv: list[str] | None = None) -> int:
                 rates.setdefault(name, []).append(n / seconds)
 
             for run in range(args.runs):
-                topics = [f"idem-{run}", f"txn1k-{run}", f"txn10k-{run}", f"mixed-{run}"]
+                topics = [f"txn1k-{run}", f"txn10k-{run}", f"mixed-{run}"]
+                topics += [f"idem-{n}-{run}-{when}" for n in (1000, 10_000) for when in "ab"]
                 for f in admin.create_topics([NewTopic(t, 1, 1) for t in topics]).values():
                     f.result(60)
-                add("idempotent", idempotent_seconds(broker.bootstrap, topics[0], count), count)
-                for per_txn, topic in ((1000, topics[1]), (10_000, topics[2])):
+                for per_txn, topic in ((1000, topics[0]), (10_000, topics[1])):
+                    before = count / idempotent_seconds(
+                        broker.bootstrap, f"idem-{per_txn}-{run}-a", count
+                    )
                     ours = transactional_producer(broker.bootstrap, f"bench-{per_txn}-{run}")
                     add(f"txn{per_txn}", transactional_seconds(ours, topic, count, per_txn), count)
+                    after = count / idempotent_seconds(
+                        broker.bootstrap, f"idem-{per_txn}-{run}-b", count
+                    )
+                    rates.setdefault(f"idempotent-{per_txn}", []).append((before + after) / 2)
+                    rates.setdefault("idempotent", []).extend((before, after))
                     mock = transactional_producer(None, f"bench-mock-{per_txn}-{run}")
                     seconds = transactional_seconds(mock, f"mock-{run}", count, per_txn)
                     add(f"mock-txn{per_txn}", seconds, count)
                     del ours, mock
                 # One transaction in four aborted: what a read_committed reader skips.
                 mixed = transactional_producer(broker.bootstrap, f"bench-mixed-{run}")
-                transactional_seconds(mixed, topics[3], count, 1000, abort_every=4)
+                transactional_seconds(mixed, topics[2], count, 1000, abort_every=4)
                 del mixed
                 for isolation in ("read_uncommitted", "read_committed"):
-                    got, seconds = consume_seconds(broker.bootstrap, topics[3], isolation)
+                    got, seconds = consume_seconds(broker.bootstrap, topics[2], isolation)
                     add(isolation, seconds, got)
                     rates.setdefault(f"{isolation}-records", []).append(got)
                 print(f"run {run + 1} of {args.runs} done", flush=True)
@@ -180,9 +191,9 @@ def report(rates: dict[str, list[float]], count: int) -> None:
     print(f"  idempotent produce          {fmt_rate(m['idempotent'], m['idempotent'] * SIZE)}")
     for per_txn in (1000, 10_000):
         ours, mock = m[f"txn{per_txn}"], m[f"mock-txn{per_txn}"]
-        # Each run's transactions against the idempotent produce of the same run: what
-        # the machine's drift between runs cannot bias.
-        per_run = [t / i for t, i in zip(rates[f"txn{per_txn}"], rates["idempotent"], strict=True)]
+        # Each run's transactions against the idempotent produce just around them.
+        reference = rates[f"idempotent-{per_txn}"]
+        per_run = [t / i for t, i in zip(rates[f"txn{per_txn}"], reference, strict=True)]
         print(
             f"  transactions of {per_txn:>6,}    {fmt_rate(ours, ours * SIZE)}"
             f"  ({median(per_run):.2f} of idempotent, median of runs "
