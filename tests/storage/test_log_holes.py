@@ -15,6 +15,7 @@ from epochlog.seams.real import OsDisk
 from epochlog.storage.config import LogConfig
 from epochlog.storage.log import Log
 from epochlog.storage.log_holes import RepairMismatch
+from epochlog.storage.log_manager import LogManager
 from support.segments import BatchSpan, batch_spans, flip_bytes
 
 from .conftest import FakeClock, batch
@@ -238,3 +239,23 @@ def test_damage_a_read_finds_on_a_follower_is_a_hole_and_on_a_leader_a_cut(tmp_p
         else:
             assert not log.holes and log.log_end_offset == victim.base_offset
         log.close()
+
+
+def test_the_cleaner_leaves_a_log_alone_from_its_first_hole_on(tmp_path: Path) -> None:
+    config = LogConfig(cleanup_policy="compact", segment_bytes=2000, index_interval_bytes=100)
+    manager = LogManager(OsDisk(), FakeClock(), [str(tmp_path)], config)
+    manager.start(lambda _topic: config)
+    log = manager.create_log("t", 0, config)
+    for i in range(BATCHES):
+        log.append_as_leader(bytearray(build_batch([(b"same key", b"v%d" % i, [], 1000 + i)])), 0)
+    _crash(log)
+    first = _segments(tmp_path)[0]
+    _flip_records(first, batch_spans(first)[4])
+    manager = LogManager(OsDisk(), FakeClock(), [str(tmp_path)], config)
+    manager.start(lambda _topic: config)
+    log = manager.get_log("t", 0)
+    assert log is not None and log.holes
+    segments = log.segments
+    manager.high_watermark = lambda _topic, _partition: log.log_end_offset
+    assert manager.clean_logs(0) == 0
+    assert log.segments == segments and log.holes.first().segment is segments[0]

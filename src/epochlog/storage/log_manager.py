@@ -258,6 +258,9 @@ class LogManager:
             bound = self.high_watermark(log.topic, log.partition)
             if bound is None:
                 continue
+            hole = log.holes.first()
+            if hole is not None:  # nothing from a hole's segment on until it is filled
+                bound = min(bound, hole.first_offset)
             first_dirty = self.first_dirty_offset(log)
             if dirty_ratio(log, first_dirty, bound) < log.config.min_cleanable_dirty_ratio:
                 continue
