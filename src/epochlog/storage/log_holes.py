@@ -78,6 +78,7 @@ class LogHoles:
         return iter(list(self._holes))
 
     def first(self) -> Hole | None:
+        """The hole at the lowest offset: where a leader cuts, what is repaired first."""
         return self._holes[0] if self._holes else None
 
     def add(self, hole: Hole) -> None:
@@ -94,6 +95,7 @@ class LogHoles:
         return None
 
     def first_ending_after(self, offset: int) -> Hole | None:
+        """The first hole a truncation at ``offset`` would reach into or remove."""
         return next((h for h in self._holes if h.end_offset > offset), None)
 
     def forget(self, hole: Hole) -> None:
