@@ -84,7 +84,7 @@ class Log:
         self.damage_cuts: list[DamageCut] = []
         self.on_damage: Callable[[DamageCut], None] | None = None
         # Damaged ranges a replica may fill (``storage/log_holes.py``), never read.
-        self.holes = holes or LogHoles()
+        self.holes = holes if holes is not None else LogHoles()
         self.quarantine = Quarantine(disk, clock, directory)
         self.producer_state = ProducerStateManager(disk, directory)
         self._reader = LogReader(self)

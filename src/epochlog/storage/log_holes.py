@@ -45,7 +45,7 @@ class RepairMismatch(Exception):
     """What a replica sent for a hole does not fit it byte for byte."""
 
 
-@dataclass
+@dataclass(eq=False)
 class Hole:
     """Damaged bytes [position, end_position) of a segment, which held the offsets
     [first_offset, end_offset); ``epoch_after`` is the epoch of the batch after it."""
@@ -132,9 +132,9 @@ class LogHoles:
 
     def fill(self, hole: Hole, data: bytes) -> list[BatchHeader]:
         """Write the batches of ``data`` (a replica's copy) that fill ``hole`` from its
-        start in place, read them back and check them again; the hole shrinks or is
-        gone (the caller indexes the segment anew then). Returns the headers written (none: nothing
-        usable yet). Raises RepairMismatch when the copy cannot fit the hole."""
+        start in place, read them back and check them again; the hole shrinks or is gone
+        (the caller indexes the segment anew then). Returns the headers written (none:
+        nothing usable yet). Raises RepairMismatch when the copy cannot fit the hole."""
         size, next_offset = fitting_batches(hole, data)
         if size == 0:
             return []
