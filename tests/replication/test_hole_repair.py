@@ -98,6 +98,8 @@ def test_follower_with_a_hole_made_leader_cuts_there_and_resigns(tmp_path: Path)
             # It must not serve the hole: it cuts at it, below its high watermark, so it
             # asks to leave the ISR for the replica that holds everything.
             assert not plog.holes and plog.log_end_offset == base
+            assert plog.epoch_cache.entries()[-1] == (cluster.state().leader_epoch, base)
+            assert successor.partition().leader_epoch_start_offset == base
             await eventually(lambda: cluster.state().isr == [1], "successor resigned")
             cut = [q for q in plog.quarantine.list() if not q.get("hole")]
             assert len(cut) == 1 and cut[0]["first_offset"] == base

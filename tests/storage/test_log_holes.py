@@ -12,6 +12,7 @@ import pytest
 from epochlog.protocol.batch import HEADER_SIZE, validate_batch
 from epochlog.protocol.records import build_batch
 from epochlog.seams.real import OsDisk
+from epochlog.storage.checkpoints import CLEAN_SHUTDOWN_FILE
 from epochlog.storage.config import LogConfig
 from epochlog.storage.log import Log
 from epochlog.storage.log_holes import RepairMismatch
@@ -259,3 +260,22 @@ def test_the_cleaner_leaves_a_log_alone_from_its_first_hole_on(tmp_path: Path) -
     manager.high_watermark = lambda _topic, _partition: log.log_end_offset
     assert manager.clean_logs(0) == 0
     assert log.segments == segments and log.holes.first().segment is segments[0]
+
+
+def test_a_hole_outlives_a_clean_shutdown(tmp_path: Path) -> None:
+    """Holes live in memory: a log dir holding one is not marked shut down cleanly and
+    its recovery point stays below the hole, so the next start finds it again."""
+    _damaged(tmp_path, _flip_records)[0].close()  # the crash's recovery made the hole
+    manager = LogManager(OsDisk(), FakeClock(), [str(tmp_path)], CONFIG)
+    manager.start(lambda _topic: CONFIG)
+    log = manager.get_log("t", 0)
+    assert log is not None and log.holes
+    first = log.holes.first().first_offset
+    assert log.recovery_point <= first
+    manager.close()
+    assert not (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+    manager = LogManager(OsDisk(), FakeClock(), [str(tmp_path)], CONFIG)
+    manager.start(lambda _topic: CONFIG)
+    log = manager.get_log("t", 0)
+    assert log is not None and log.holes.first().first_offset == first
+    manager.close()

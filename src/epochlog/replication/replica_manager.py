@@ -188,6 +188,10 @@ class ReplicaManager:
         hole = plog.holes.first()
         if partition.is_leader and hole is not None:
             plog.cut_at_hole(hole, "a leader cannot fill a hole: it cuts there")
+            # Its epoch starts where its log now ends (become_leader saw the longer log).
+            end = plog.log_end_offset
+            partition.leader_epoch_start_offset = min(partition.leader_epoch_start_offset, end)
+            plog.maybe_assign_epoch_start_offset(partition.leader_epoch, end)
 
     # -- leading -----------------------------------------------------------------------
 

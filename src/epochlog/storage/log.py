@@ -156,7 +156,7 @@ class Log:
 
     @property
     def recovery_point(self) -> int:
-        return self._recovery_point
+        return self.holes.recovery_point(self._recovery_point)
 
     @property
     def epoch_cache(self) -> LeaderEpochCache:

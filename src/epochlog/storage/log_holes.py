@@ -94,6 +94,12 @@ class LogHoles:
                 return hole.first_offset
         return None
 
+    def recovery_point(self, point: int) -> int:
+        """``point``, but never past a hole: a crash then re-validates the hole's segment
+        and finds it again (holes live in memory only)."""
+        hole = self.first()
+        return point if hole is None else min(point, hole.first_offset)
+
     def first_ending_after(self, offset: int) -> Hole | None:
         """The first hole a truncation at ``offset`` would reach into or remove."""
         return next((h for h in self._holes if h.end_offset > offset), None)
