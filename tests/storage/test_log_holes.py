@@ -5,6 +5,7 @@ fit, or a leader, cuts the log there as before."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from epochlog.storage.config import LogConfig
 from epochlog.storage.log import Log
 from epochlog.storage.log_holes import RepairMismatch
 from epochlog.storage.log_manager import LogManager
+from epochlog.storage.scrubber import Scrubber
 from support.segments import BatchSpan, batch_spans, flip_bytes
 
 from .conftest import FakeClock, batch
@@ -125,9 +127,9 @@ def test_quarantine_keeps_only_the_damaged_bytes(tmp_path: Path) -> None:
     damaged = _segments(tmp_path)[0].read_bytes()[victim.position : victim.position + victim.size]
     entries = log.quarantine.list()
     assert len(entries) == 1 and entries[0]["hole"] is True
-    assert (entries[0]["first_offset"], entries[0]["end_offset"]) == (
+    assert (entries[0]["first_offset"], entries[0]["last_offset"]) == (
         victim.base_offset,
-        victim.base_offset + 2,
+        victim.base_offset + 1,
     )
     assert Path(entries[0]["file"]).read_bytes() == damaged
     assert entries[0]["size"] == victim.size and "CRC" in entries[0]["reason"]
@@ -279,3 +281,22 @@ def test_a_hole_outlives_a_clean_shutdown(tmp_path: Path) -> None:
     log = manager.get_log("t", 0)
     assert log is not None and log.holes.first().first_offset == first
     manager.close()
+
+
+def test_the_scrubber_makes_rot_in_a_followers_sealed_segment_a_hole(tmp_path: Path) -> None:
+    log = _open(tmp_path)
+    _fill(log)
+    before = _served(log)
+    log.holes.repairable = True  # a follower's
+    path = _segments(tmp_path)[1]
+    victim = batch_spans(path)[2]
+    _flip_records(path, victim)
+    scrubber = Scrubber(FakeClock(), lambda: [log], 1000, 1 << 30)
+    assert asyncio.run(scrubber.scrub_once()).damaged == 1
+    hole = log.holes.first()
+    assert hole is not None and hole.first_offset == victim.base_offset
+    assert log.log_end_offset == before[-1][0] + 2
+    assert asyncio.run(scrubber.scrub_once()).damaged == 0  # it steps over the hole
+    assert log.fill_hole(hole, dict(before)[victim.base_offset])
+    assert asyncio.run(scrubber.scrub_once()).damaged == 0
+    assert _served(log) == before

@@ -209,7 +209,7 @@ def open_hole(
             "segment": segment.log_path,
             "position": position,
             "first_offset": first_offset,
-            "end_offset": end_offset,
+            "last_offset": end_offset - 1,
             "hole": True,
         },
     )
