@@ -300,3 +300,18 @@ def test_the_scrubber_makes_rot_in_a_followers_sealed_segment_a_hole(tmp_path: P
     assert log.fill_hole(hole, dict(before)[victim.base_offset])
     assert asyncio.run(scrubber.scrub_once()).damaged == 0
     assert _served(log) == before
+
+
+def test_two_damaged_batches_are_two_holes_filled_one_after_the_other(tmp_path: Path) -> None:
+    def two(path: Path, span: BatchSpan) -> None:
+        _flip_records(path, span)
+        _flip_records(_segments(tmp_path)[1], batch_spans(_segments(tmp_path)[1])[1])
+
+    log, before, victim = _damaged(tmp_path, two)
+    holes = list(log.holes)
+    assert len(holes) == 2 and holes[0].first_offset == victim.base_offset
+    assert holes[1].segment is log.segments[1]
+    copies = dict(before)
+    for hole in holes:
+        assert log.fill_hole(hole, copies[hole.first_offset])
+    assert not log.holes and _served(log) == before

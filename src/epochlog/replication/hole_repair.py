@@ -90,7 +90,13 @@ def apply_repair(partition: Partition, hole: Hole, answer: Any, leader_id: int) 
             return True
         except RepairMismatch as exc:
             why = f"leader {leader_id}'s copy does not fit: {exc}"
-    log.warning("%s: cannot repair the hole at offset %d: %s", partition, hole.first_offset, why)
+    log.warning(
+        "%s: cannot repair the hole at offset %d (its damaged bytes are kept in %s): %s",
+        partition,
+        hole.first_offset,
+        hole.path,
+        why,
+    )
     plog.cut_at_hole(hole, why)
     partition.high_watermark = min(partition.high_watermark, plog.log_end_offset)
     return True

@@ -231,12 +231,14 @@ def open_hole(
 def _extent(
     segment: LogSegment, position: int, first_offset: int, next_base: int | None
 ) -> tuple[int, int, int | None] | None:
-    """(end position, end offset, epoch after) of the damage from ``position``."""
+    """(end position, end offset, epoch after) of the damage from ``position``; not
+    known when a hole already follows it in the segment (holes never overlap)."""
+    if any(start >= position for start, _ in segment.holes):
+        return None
     size = segment.size
     data = segment.file.pread(min(size - position, SCAN_BYTES), position)
     for at in _candidates(data, first_offset, next_base):
-        end = _chain_end(segment, position + at, first_offset, next_base)
-        if end is not None:
+        if _chains_to_the_end(segment, position + at, first_offset, next_base):
             header = read_header(data, at)
             return position + at, header.base_offset, header.partition_leader_epoch
     scanned_all = len(data) == size - position
@@ -259,28 +261,26 @@ def _candidates(data: bytes, first_offset: int, next_base: int | None) -> Iterat
         at = data.find(2, at + 1)
 
 
-def _chain_end(
+def _chains_to_the_end(
     segment: LogSegment, position: int, first_offset: int, next_base: int | None
-) -> int | None:
-    """The next offset after the valid batches from ``position`` if they run exactly to
-    the segment's end with offsets that only go forward; None otherwise."""
+) -> bool:
+    """Whether valid batches from ``position`` run exactly to the segment's end with
+    offsets that only go forward, past ``first_offset`` and up to ``next_base``."""
     size = segment.size
     expected = first_offset + 1
     while position < size:
         try:
             header = read_header(segment.file.pread(HEADER_SIZE, position))
             if position + header.size > size:
-                return None
+                return False
             validate_batch(segment.file.pread(header.size, position))
         except KafkaError:
-            return None
+            return False
         if header.base_offset < expected:
-            return None
+            return False
         expected = header.next_offset
         position += header.size
-    if next_base is not None and expected > next_base:
-        return None
-    return expected
+    return next_base is None or expected <= next_base
 
 
 def fitting_batches(hole: Hole, data: bytes) -> tuple[int, int]:
