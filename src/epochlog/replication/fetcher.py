@@ -6,7 +6,9 @@ this broker, ``current_leader_epoch`` the epoch it knows and ``last_fetched_epoc
 epoch of its last batch. The leader answers DivergingEpoch instead of records when the
 logs diverged, so the follower truncates (into quarantine, never destroying anything)
 against a leader in its own epoch before it appends anything in that epoch (KIP-320 rule
-1, as Kafka does since KIP-595), and loops until the leader sends records.
+1, as Kafka does since KIP-595), and loops until the leader sends records. Before each
+fetch, holes in a followed log (damaged ranges, ``storage/log_holes.py``) are asked for
+as a consumer would ask (``replication/hole_repair.py``) and filled in place.
 """
 
 from __future__ import annotations
@@ -24,10 +26,17 @@ from epochlog.client.connection import BrokerConnection
 from epochlog.protocol.batch import HEADER_SIZE, read_header
 from epochlog.protocol.divergence import follower_truncation_offset
 from epochlog.protocol.errors import ErrorCode
+from epochlog.replication.hole_repair import (
+    REPAIR_VERSION,
+    apply_repair,
+    hole_to_repair,
+    repair_request,
+)
 from epochlog.replication.partition import Partition
 from epochlog.replication.settings import ReplicationSettings
 from epochlog.seams import Seams
 from epochlog.seams.waiting import Signal, finished_within
+from epochlog.storage.log_holes import Hole
 
 log = logging.getLogger("epochlog.replication.fetcher")
 
@@ -172,10 +181,9 @@ class LeaderFetcher:
             rack_id="",
         )
 
-    async def _fetch_once(self, ready: list[FollowedPartition]) -> None:
+    async def _send(self, request: Any, version: int) -> Any:
         conn = await self._connection()
-        sent = {(fp.partition.topic, fp.partition.index): fp for fp in ready}
-        send = asyncio.ensure_future(conn.send(self._request(ready), FETCH_VERSION))
+        send = asyncio.ensure_future(conn.send(request, version))
         # If this task is cancelled mid-request, the send ends with the connection.
         send.add_done_callback(_retrieve)
         timeout_s = self._settings.replica_socket_timeout_ms / 1000
@@ -184,7 +192,37 @@ class LeaderFetcher:
             with contextlib.suppress(Exception):
                 await send
             raise TimeoutError(f"no answer from broker {self.leader_id} in {timeout_s}s")
-        response = send.result()
+        return send.result()
+
+    async def _repair_holes(self, ready: list[FollowedPartition]) -> None:
+        """Ask the leader for the first hole of each followed log that has one."""
+        wanted: dict[tuple[str, int], tuple[FollowedPartition, Hole]] = {}
+        for fp in ready:
+            hole = hole_to_repair(fp.partition)
+            if hole is not None:
+                wanted[(fp.partition.topic, fp.partition.index)] = (fp, hole)
+        if not wanted:
+            return
+        request = repair_request(
+            [(fp.partition, fp.leader_epoch, hole) for fp, hole in wanted.values()],
+            self._settings.replica_fetch_response_max_bytes,
+        )
+        response = await self._send(request, REPAIR_VERSION)
+        changed = False
+        for topic in response.responses:
+            for answer in topic.partitions:
+                key = (topic.topic, answer.partition_index)
+                # Skip a partition that moved (new leader or epoch) while the request was out.
+                if key in wanted and self.partitions.get(key) is wanted[key][0]:
+                    fp, hole = wanted[key]
+                    changed |= apply_repair(fp.partition, hole, answer, self.leader_id)
+        if changed:
+            self._on_progress()
+
+    async def _fetch_once(self, ready: list[FollowedPartition]) -> None:
+        await self._repair_holes(ready)
+        sent = {(fp.partition.topic, fp.partition.index): fp for fp in ready}
+        response = await self._send(self._request(ready), FETCH_VERSION)
         progressed = False
         for topic in response.responses:
             for answer in topic.partitions:

@@ -174,8 +174,24 @@ class ReplicaManager:
             self._fetchers.unfollow(key)
         if change == StateChange.BECAME_LEADER and state.elected_uncleanly:
             self._abort_open_transactions(partition)
+        self._settle_holes(partition)
         self._changed.fire()
         return change
+
+    def _settle_holes(self, partition: Partition) -> None:
+        """Damage in a follower's log becomes a hole its fetcher fills from the leader
+        (``storage/log_holes.py``); a leader has nobody to fill one and never serves
+        one, so it cuts at the first hole, which below its high watermark makes it
+        resign as at any damage (``_on_damage``)."""
+        plog = partition.log
+        plog.holes.repairable = not partition.is_leader
+        hole = plog.holes.first()
+        if partition.is_leader and hole is not None:
+            plog.cut_at_hole(hole, "a leader cannot fill a hole: it cuts there")
+            # Its epoch starts where its log now ends (become_leader saw the longer log).
+            end = plog.log_end_offset
+            partition.leader_epoch_start_offset = min(partition.leader_epoch_start_offset, end)
+            plog.maybe_assign_epoch_start_offset(partition.leader_epoch, end)
 
     # -- leading -----------------------------------------------------------------------
 
@@ -309,8 +325,12 @@ class ReplicaManager:
     def _on_damage(self, partition: Partition, cut: DamageCut) -> None:
         """The log was cut at a damaged batch. A leader cut below its high watermark no
         longer holds every acknowledged record: it hands leadership to the rest of its
-        ISR (who do) and, as a follower, fetches the cut range back."""
-        if not partition.is_leader or cut.first_offset >= partition.high_watermark:
+        ISR (who do) and, as a follower, fetches the cut range back. A follower's high
+        watermark never passes its log end."""
+        if not partition.is_leader:
+            partition.high_watermark = min(partition.high_watermark, partition.log_end_offset)
+            return
+        if cut.first_offset >= partition.high_watermark:
             return
         others = [r for r in partition.state.isr if r != self.broker_id]
         if not others:

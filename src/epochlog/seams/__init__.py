@@ -28,7 +28,8 @@ class Clock(Protocol):
 
 
 class FileHandle(Protocol):
-    """An open file that is only ever appended to, read at offsets and truncated."""
+    """An open file that is appended to, read at offsets and truncated; overwritten in
+    place only to repair a damaged range with bytes of the same length."""
 
     path: str
 
@@ -36,6 +37,9 @@ class FileHandle(Protocol):
 
     def append(self, data: bytes | memoryview) -> int:
         """Write at the end; returns the position the data starts at."""
+
+    def pwrite(self, data: bytes | memoryview, offset: int) -> None:
+        """Overwrite bytes within the file (never past its end)."""
 
     def truncate(self, size: int) -> None: ...
 

@@ -50,6 +50,14 @@ class OsFile:
         self._size += written
         return position
 
+    def pwrite(self, data: bytes | memoryview, offset: int) -> None:
+        view = memoryview(data)
+        if offset < 0 or offset + len(view) > self._size:
+            raise ValueError(f"{self.path}: overwrite of [{offset}, +{len(view)}) past the end")
+        written = 0
+        while written < len(view):
+            written += os.pwrite(self._fd, view[written:], offset + written)
+
     def truncate(self, size: int) -> None:
         os.ftruncate(self._fd, size)
         self._size = size

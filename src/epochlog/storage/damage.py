@@ -1,10 +1,13 @@
-"""What happens to a log found damaged, at startup (recovery) or later (a read that
-CRC-checks data not yet checked in this run): the first bad batch and everything after
-it leave the log, into one quarantine entry, and the log ends before the bad batch.
+"""The cut: what happens to a log found damaged (at startup, by a read's CRC check of
+data not yet checked in this run, or by the scrubber) when the damage cannot be a hole.
+The first bad batch and everything after it leave the log, into one quarantine entry,
+and the log ends before the bad batch; nothing is destroyed.
 
-A log cannot hold a hole that readers would skip without knowing, so nothing after the
-damage stays; nothing is destroyed either. In a replicated partition the follower then
-fetches the removed range again from its leader.
+Where good batches follow the damage, a follower's log keeps them and the damaged range
+becomes a hole (``storage/log_holes.py``) that its fetcher fills in place from the
+leader. The cut remains for a leader (or a partition with no other replica), for damage
+whose extent is not known (nothing good after it in the last segment), and whenever a
+hole cannot be filled; a follower then fetches the removed range again from its leader.
 """
 
 from __future__ import annotations

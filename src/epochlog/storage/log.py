@@ -25,6 +25,7 @@ from epochlog.seams import Clock, Disk
 from epochlog.storage.config import LogConfig
 from epochlog.storage.damage import DamageCut, quarantine_damaged_tail
 from epochlog.storage.epoch_cache import LeaderEpochCache
+from epochlog.storage.log_holes import Hole, LogHoles, epochs_learnt
 from epochlog.storage.log_loader import LogLoader
 from epochlog.storage.log_reader import LogReader
 from epochlog.storage.log_transactions import index_aborted, markers_of, rebuild_producer_state
@@ -32,6 +33,7 @@ from epochlog.storage.partition_metadata import PartitionMetadataFile
 from epochlog.storage.producer_state import AppendOrigin, ProducerStateManager
 from epochlog.storage.quarantine import Quarantine, keep_tail
 from epochlog.storage.results import AppendResult, OffsetAndEpoch, ReadResult, TruncatedRange
+from epochlog.storage.retention import deletable_count
 from epochlog.storage.segment import DamagedBatch, LogSegment
 
 MAX_RELATIVE_OFFSET = 0x7FFFFFFF
@@ -63,6 +65,7 @@ class Log:
         log_start_offset: int,
         recovery_point: int,
         validator: RecordValidator | None = None,
+        holes: LogHoles | None = None,
     ) -> None:
         self.disk = disk
         self.clock = clock
@@ -80,6 +83,8 @@ class Log:
         # manager: a leader cut below its high watermark resigns).
         self.damage_cuts: list[DamageCut] = []
         self.on_damage: Callable[[DamageCut], None] | None = None
+        # Damaged ranges a replica may fill (``storage/log_holes.py``), never read.
+        self.holes = holes if holes is not None else LogHoles()
         self.quarantine = Quarantine(disk, clock, directory)
         self.producer_state = ProducerStateManager(disk, directory)
         self._reader = LogReader(self)
@@ -122,6 +127,7 @@ class Log:
             loaded.log_start_offset,
             loaded.recovery_point,
             validator,
+            loaded.holes,
         )
         try:
             rebuild_producer_state(log)
@@ -150,7 +156,7 @@ class Log:
 
     @property
     def recovery_point(self) -> int:
-        return self._recovery_point
+        return self.holes.recovery_point(self._recovery_point)
 
     @property
     def epoch_cache(self) -> LeaderEpochCache:
@@ -388,16 +394,15 @@ class Log:
         """
         if offset >= self.log_end_offset:
             return None
+        hole = self.holes.first_ending_after(offset)
+        if hole is not None:  # whatever a hole precedes goes with it
+            self.cut_at_hole(hole, reason)
+            return self.truncate_to(offset, reason)
         if offset < self._log_start_offset:
             return self.truncate_fully_and_start_at(offset, reason)
-        removed = keep_tail(
-            self.quarantine,
-            self._segments[self.segment_for(offset) :],
-            offset,
-            reason,
-            (self.topic, self.partition),
-        )
         index = self.segment_for(offset)
+        part = (self.topic, self.partition)
+        removed = keep_tail(self.quarantine, self._segments[index:], offset, reason, part)
         found = self._segments[index].find_batch(offset)
         for segment in self._segments[index + 1 :]:
             segment.delete()
@@ -423,6 +428,7 @@ class Log:
                 reason,
                 (self.topic, self.partition),
             )
+        self.holes.forget_where(self._segments, None)
         for segment in self._segments:
             segment.delete()
         self._segments, self._bases = [], []
@@ -439,14 +445,11 @@ class Log:
         quarantine entry (``storage/damage.py``), and the log's state is rebuilt."""
         while True:
             index = next(i for i, s in enumerate(self._segments) if s is damage.segment)
+            where = f"{self.topic}-{self.partition}: {context}"
             cut = quarantine_damaged_tail(
-                self.quarantine,
-                self._segments,
-                index,
-                damage.position,
-                damage.reason,
-                f"{self.topic}-{self.partition}: {context}",
+                self.quarantine, self._segments, index, damage.position, damage.reason, where
             )
+            self.holes.forget_where(self._segments[index + 1 :], (damage.segment, damage.position))
             for segment in self._segments[index + 1 :]:
                 segment.delete()
             del self._segments[index + 1 :]
@@ -463,6 +466,33 @@ class Log:
                 self.on_damage(cut)
             return cut
 
+    def damage_found(self, damage: DamagedBatch, context: str) -> None:
+        """A damaged batch: a hole when the log is a follower's and the damage's extent
+        is known (``storage/log_holes.py``), otherwise the cut."""
+        where = f"{self.topic}-{self.partition}: {context}"
+        if not self.holes.open_at(self.quarantine, self._segments, damage, where):
+            self.cut_at_damage(damage, context)
+
+    def cut_at_hole(self, hole: Hole, why: str) -> DamageCut:
+        """Give up on a hole: the log ends at its start, as at any damage."""
+        return self.cut_at_damage(DamagedBatch(hole.segment, hole.position, why), "a hole")
+
+    def fill_hole(self, hole: Hole, data: bytes) -> bool:
+        """Write a replica's copy of a hole's batches in place; True once it is gone, its
+        segment indexed anew and epochs and producer state rebuilt with its batches.
+        Raises RepairMismatch (the caller cuts)."""
+        headers = self.holes.fill(hole, data)
+        epochs_learnt(self._epoch_cache, self._segments, headers)
+        if not headers or hole.position < hole.end_position:
+            return False
+        hole.segment.reindex()
+        if hole.segment is not self.active_segment:
+            hole.segment.seal()
+        self.producer_state.clear()
+        self.producer_state.delete_snapshots()
+        rebuild_producer_state(self)
+        return True
+
     def _after_truncation(self) -> None:
         end = self.log_end_offset
         self._epoch_cache.truncate_from_end(end)
@@ -470,38 +500,15 @@ class Log:
         rebuild_producer_state(self)
 
     def delete_segments_for_retention(self, now_ms: int) -> int:
-        """Delete old segments by ``retention.ms``, ``retention.bytes`` and log start.
-
-        Time and size apply only when ``cleanup.policy`` has ``delete``; segments below
-        the log start go under any policy. Never the active segment. Returns how many.
-        """
-        deletable = 0
-        size_excess = (
-            self.size_bytes - self._config.retention_bytes
-            if self._config.retention_bytes >= 0
-            else -1
-        )
-        for i, segment in enumerate(self._segments[:-1]):
-            next_base = self._segments[i + 1].base_offset
-            below_start = next_base <= self._log_start_offset
-            largest = segment.max_timestamp if segment.max_timestamp >= 0 else segment.created_ms
-            # A compact-only topic keeps everything for the cleaner (Kafka's rule).
-            expired = (
-                self._config.delete
-                and self._config.retention_ms >= 0
-                and now_ms - largest > self._config.retention_ms
-            )
-            over_size = self._config.delete and size_excess >= 0 and size_excess - segment.size >= 0
-            if not (below_start or expired or over_size):
-                break
-            size_excess -= segment.size
-            deletable += 1
+        """Delete old segments (``storage/retention.py`` decides which). Returns how many."""
+        deletable = deletable_count(self._segments, self._config, self._log_start_offset, now_ms)
         if deletable:
             self._delete_oldest(deletable)
         return deletable
 
     def _delete_oldest(self, count: int) -> None:
         gone = self._segments[:count]
+        self.holes.forget_where(gone, None)
         del self._segments[:count]
         del self._bases[:count]
         self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)

@@ -2,10 +2,14 @@
 
 A log cleaner's swap cut short by a crash is finished or discarded first. Unless the
 broker shut down cleanly, every batch after the recovery point is re-validated
-(structure and CRC32C). The first bad batch and everything after it is cut, its bytes
-kept in quarantine, and exactly what was cut is logged (``storage/damage.py``, shared
-with damage found later by a read). Indexes of recovered segments,
-and any index failing its sanity check, are rebuilt from the log.
+(structure and CRC32C). A bad batch followed by good ones that run to the end of its
+segment (or a bad tail with a later segment after it) becomes a hole: only its bytes go
+to quarantine and the rest of the log stays (``storage/log_holes.py``; whether a replica
+fills it or the log is cut there is decided once the partition's role is known).
+Otherwise the first bad batch and everything after it is cut, its bytes kept in
+quarantine, and exactly what was cut is logged (``storage/damage.py``, shared with
+damage found later by a read). Indexes of recovered segments, and any index failing its
+sanity check, are rebuilt from the log.
 """
 
 from __future__ import annotations
@@ -21,10 +25,12 @@ from epochlog.storage.cleaner import finish_interrupted_swaps
 from epochlog.storage.damage import quarantine_damaged_tail
 from epochlog.storage.epoch_cache import CHECKPOINT_FILE, LeaderEpochCache
 from epochlog.storage.index import IndexCorrupt
+from epochlog.storage.log_holes import LogHoles, open_hole
 from epochlog.storage.quarantine import Quarantine
 from epochlog.storage.segment import (
     INDEX_SUFFIX,
     TIME_INDEX_SUFFIX,
+    BadTail,
     DamagedBatch,
     LogSegment,
     parse_segment_name,
@@ -41,6 +47,7 @@ class LoadedLog:
     epoch_cache: LeaderEpochCache
     log_start_offset: int
     recovery_point: int
+    holes: LogHoles
 
 
 class LogLoader:
@@ -73,6 +80,7 @@ class LogLoader:
         bases = self._scan_directory()
         epoch_cache, epochs_ok = self._open_epoch_cache()
         segments: list[LogSegment] = []
+        holes = LogHoles()
         for i, base in enumerate(bases):
             stem = f"{self.directory}/{segment_name(base)}"
             indexes_present = self.disk.exists(stem + INDEX_SUFFIX) and self.disk.exists(
@@ -89,7 +97,7 @@ class LogLoader:
                     continue
                 except (IndexCorrupt, KafkaError) as exc:
                     logger.warning("%s: rebuilding indexes: %s", segment.log_path, exc)
-            if self._recover_segment(segment, bases[i + 1 :], epoch_cache):
+            if self._recover_segment(segment, bases[i + 1 :], epoch_cache, holes):
                 break
         if not segments:
             segments.append(self._new_segment(log_start_offset))
@@ -119,7 +127,7 @@ class LogLoader:
             segment.seal()
         segments[-1].activate()
         point = log_end if clean_shutdown else min(recovery_point, log_end)
-        return LoadedLog(segments, epoch_cache, log_start, point)
+        return LoadedLog(segments, epoch_cache, log_start, point, holes)
 
     def _rebuild_epochs(self, segments: list[LogSegment], epoch_cache: LeaderEpochCache) -> None:
         """Every batch header's epoch; a header that does not parse cuts the log there."""
@@ -160,15 +168,36 @@ class LogLoader:
             return LeaderEpochCache(self.disk, path), False
 
     def _recover_segment(
-        self, segment: LogSegment, later_bases: list[int], epoch_cache: LeaderEpochCache
+        self,
+        segment: LogSegment,
+        later_bases: list[int],
+        epoch_cache: LeaderEpochCache,
+        holes: LogHoles,
     ) -> bool:
-        """Re-validate one segment; on a bad batch, cut there (it, the rest of the
-        segment and every later segment go to quarantine). True if it cut."""
+        """Re-validate one segment; a bad batch becomes a hole if the good batches after
+        it are found, otherwise the log is cut there (it, the rest of the segment and
+        every later segment go to quarantine). True if it cut."""
 
         def on_batch(_position: int, header: BatchHeader) -> None:
             epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
 
-        bad = segment.recover(on_batch)
+        def resume(bad: BadTail) -> int | None:
+            following = later_bases[0] if later_bases else None
+            hole = open_hole(
+                self.quarantine,
+                segment,
+                bad.position,
+                segment.next_offset,
+                following,
+                bad.reason,
+                "recovery",
+            )
+            if hole is None:
+                return None
+            holes.add(hole)
+            return hole.end_position
+
+        bad = segment.recover(on_batch, resume)
         if bad is None:
             return False
         later = [self._new_segment(base) for base in later_bases]

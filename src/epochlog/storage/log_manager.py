@@ -159,14 +159,20 @@ class LogManager:
             return {}
 
     def close(self) -> None:
-        """Flush and close every log, write checkpoints, then mark a clean shutdown."""
+        """Flush and close every log, write checkpoints, then mark a clean shutdown, but
+        not in a log dir holding a hole: its log's recovery point stays below the hole,
+        so the next start re-validates from there and finds the hole again."""
         for log in self._logs.values():
             log.close()
         self.cleaner.close_retired(self.clock.time_ms(), force=True)
         self.checkpoint_cleaner_offsets()
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
+        holed = [log.directory for log in self._logs.values() if log.holes]
         for log_dir in self.log_dirs:
+            if any(directory.startswith(log_dir.rstrip("/") + "/") for directory in holed):
+                logger.warning("%s: not marked shut down cleanly: a log has a hole", log_dir)
+                continue
             mark_clean_shutdown(self.disk, log_dir)
 
     # -- logs --------------------------------------------------------------------------
@@ -258,6 +264,9 @@ class LogManager:
             bound = self.high_watermark(log.topic, log.partition)
             if bound is None:
                 continue
+            hole = log.holes.first()
+            if hole is not None:  # nothing from a hole's segment on until it is filled
+                bound = min(bound, hole.first_offset)
             first_dirty = self.first_dirty_offset(log)
             if dirty_ratio(log, first_dirty, bound) < log.config.min_cleanable_dirty_ratio:
                 continue

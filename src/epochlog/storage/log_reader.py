@@ -47,14 +47,15 @@ class LogReader:
         OFFSET_OUT_OF_RANGE outside [log start, log end].
 
         Batches found on disk at startup and not yet checked in this run are CRC-checked
-        first; a damaged one is never served: the log is cut there (``Log.cut_at_damage``)
-        and the read answers from what is left.
+        first; a damaged one is never served: the log is cut there, or on a follower it
+        becomes a hole (``Log.damage_found``), and the read answers from what is left. A
+        read stops before a hole; one starting inside a hole gets nothing.
         """
         while True:
             try:
                 return self._read(start_offset, max_bytes, max_offset, min_one_batch)
             except DamagedBatch as damage:
-                self._log.cut_at_damage(damage, "a read's CRC check")
+                self._log.damage_found(damage, "a read's CRC check")
 
     def _read(
         self, start_offset: int, max_bytes: int, max_offset: int | None, min_one_batch: bool
@@ -67,6 +68,9 @@ class LogReader:
                 f"offset {start_offset} outside [{start}, {end}] of {log.topic}-{log.partition}",
             )
         limit_offset = end if max_offset is None else min(max_offset, end)
+        hole = log.holes.read_limit(start_offset)
+        if hole is not None:
+            limit_offset = min(limit_offset, hole)
         empty = ReadResult([], start, end)
         if start_offset >= limit_offset:
             return empty
@@ -83,7 +87,8 @@ class LogReader:
                     return empty
                 size = first.size
             # A log already found damaged in this run is checked on every read.
-            segment.check(first_position, first_position + size, again=bool(log.damage_cuts))
+            again = bool(log.damage_cuts) or bool(log.holes)
+            segment.check(first_position, first_position + size, again=again)
             return ReadResult([FileSlice(segment.file, first_position, size)], start, end)
         return empty
 

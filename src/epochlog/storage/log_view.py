@@ -9,6 +9,7 @@ from typing import Protocol
 from epochlog.storage.config import LogConfig
 from epochlog.storage.damage import DamageCut
 from epochlog.storage.epoch_cache import LeaderEpochCache
+from epochlog.storage.log_holes import LogHoles
 from epochlog.storage.producer_state import ProducerStateManager
 from epochlog.storage.segment import DamagedBatch, LogSegment
 
@@ -19,6 +20,7 @@ class LogView(Protocol):
     directory: str
     producer_state: ProducerStateManager
     damage_cuts: list[DamageCut]
+    holes: LogHoles
 
     @property
     def config(self) -> LogConfig: ...
@@ -38,5 +40,7 @@ class LogView(Protocol):
     def segment_for(self, offset: int) -> int: ...
 
     def cut_at_damage(self, damage: DamagedBatch, context: str) -> DamageCut: ...
+
+    def damage_found(self, damage: DamagedBatch, context: str) -> None: ...
 
     def replace_segments(self, old: list[LogSegment], new: LogSegment) -> None: ...

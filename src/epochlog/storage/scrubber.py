@@ -2,8 +2,8 @@
 scrubs in spirit): every interval, the CRCs of every sealed segment are checked again
 at ``log.scrub.bytes.per.second`` at most, so bits that rot on a disk are found before
 a reader or a new leader needs them. Damage is handled as a read's check handles it
-(``Log.cut_at_damage``: cut, quarantined; a leader below its high watermark resigns, a
-follower fetches the range again)."""
+(``Log.damage_found``: on a follower a hole its fetcher fills from the leader, otherwise
+cut and quarantined; a leader cut below its high watermark resigns)."""
 
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ class Scrubber:
                         end = segment.scrub(position, _STEP_BYTES)
                     except DamagedBatch as damage:
                         stats.damaged += 1
-                        log.cut_at_damage(damage, "the scrubber's CRC check")
+                        log.damage_found(damage, "the scrubber's CRC check")
                         break
                     stats.bytes_checked += end - position
                     await self.clock.sleep((end - position) / self.bytes_per_second)

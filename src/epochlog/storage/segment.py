@@ -97,6 +97,9 @@ class LogSegment:
         # read (or by recovery); bytes appended in this run were checked on the way in.
         self._unchecked_end = self.file.size()
         self._checked: list[tuple[int, int]] = []
+        # Damaged byte ranges awaiting repair (``storage/log_holes.py``): every walk
+        # over the batches steps over them, so nothing reads a hole's bytes.
+        self.holes: list[tuple[int, int]] = []
 
     # -- loading -----------------------------------------------------------------------
 
@@ -141,11 +144,16 @@ class LogSegment:
                     "does not point at its batch"
                 )
 
-    def recover(self, on_batch: Callable[[int, BatchHeader], None]) -> BadTail | None:
+    def recover(
+        self,
+        on_batch: Callable[[int, BatchHeader], None],
+        resume: Callable[[BadTail], int | None] | None = None,
+    ) -> BadTail | None:
         """Re-validate every batch, rebuild both indexes, and report the first bad batch.
 
-        ``on_batch`` sees each valid batch (to rebuild epoch cache and producer state). The
-        caller cuts the file at the returned position; nothing is cut here.
+        ``on_batch`` sees each valid batch (to rebuild epoch cache and producer state).
+        ``resume`` may turn a bad batch into a hole and name where the good batches go on;
+        otherwise the caller cuts the file at the returned position (nothing is cut here).
         """
         self.offset_index.reset()
         self.time_index.reset()
@@ -156,25 +164,48 @@ class LogSegment:
         self._bytes_since_index = 0
         position = 0
         size = self.file.size()
-        while position < size:
-            head = self.file.pread(HEADER_SIZE, position)
-            try:
-                header = read_header(head)
-                if position + header.size > size:
-                    self._unchecked_end = 0
-                    return BadTail(position, "batch cut short (torn write)")
-                validate_batch(self.file.pread(header.size, position))
-            except KafkaError as exc:
-                self._unchecked_end = 0
-                return BadTail(position, exc.message or exc.code.name)
-            if header.base_offset < self.next_offset:
-                self._unchecked_end = 0
-                return BadTail(position, f"offset {header.base_offset} goes backwards")
-            self._index_batch(position, header)
-            on_batch(position, header)
-            position += header.size
         self._unchecked_end = 0
+        while position < size:
+            position = self.past_hole(position)
+            if position >= size:
+                break
+            bad = self._check_one(position, size)
+            if isinstance(bad, BadTail):
+                after = resume(bad) if resume is not None else None
+                if after is None:
+                    return bad
+                position = after
+                continue
+            self._index_batch(position, bad)
+            on_batch(position, bad)
+            position += bad.size
         return None
+
+    def reindex(self) -> None:
+        """Rebuild both indexes, offsets and timestamps from the batch headers (a hole
+        was filled in place: its batches were never indexed)."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.next_offset = self.base_offset
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = self.base_offset
+        self.first_batch_timestamp = NO_TIMESTAMP
+        self._bytes_since_index = 0
+        for position, header in self.iter_headers():
+            self._index_batch(position, header)
+
+    def _check_one(self, position: int, size: int) -> BatchHeader | BadTail:
+        """The header of the valid batch at ``position``, or why it is not one."""
+        try:
+            header = read_header(self.file.pread(HEADER_SIZE, position))
+            if position + header.size > size:
+                return BadTail(position, "batch cut short (torn write)")
+            validate_batch(self.file.pread(header.size, position))
+        except KafkaError as exc:
+            return BadTail(position, exc.message or exc.code.name)
+        if header.base_offset < self.next_offset:
+            return BadTail(position, f"offset {header.base_offset} goes backwards")
+        return header
 
     # -- appending ---------------------------------------------------------------------
 
@@ -216,7 +247,7 @@ class LogSegment:
     ) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of each batch from ``position``, reading only headers."""
         limit = self.file.size() if end is None else end
-        while position + HEADER_SIZE <= limit:
+        while (position := self.past_hole(position)) + HEADER_SIZE <= limit:
             try:
                 header = read_header(self.file.pread(HEADER_SIZE, position))
             except KafkaError as exc:
@@ -225,6 +256,13 @@ class LogSegment:
                 return
             yield position, header
             position += header.size
+
+    def past_hole(self, position: int) -> int:
+        """``position``, or the end of the hole it falls in."""
+        for start, end in self.holes:
+            if start <= position < end:
+                return end
+        return position
 
     def first_header(self) -> BatchHeader | None:
         for _, header in self.iter_headers(0):
@@ -261,8 +299,11 @@ class LogSegment:
 
     def scrub(self, position: int, max_bytes: int) -> int:
         """Re-check the CRCs of the whole batches from ``position`` within ``max_bytes``
-        (at least one); returns where the next scrub starts. Raises DamagedBatch."""
-        data = self.file.pread(min(max_bytes, self.size - position), position)
+        (at least one) and before any hole; returns where the next scrub starts. Raises
+        DamagedBatch."""
+        position = self.past_hole(position)
+        stop = min([self.size, *(start for start, _ in self.holes if start >= position)])
+        data = self.file.pread(min(max_bytes, stop - position), position)
         end = 0
         try:
             while end + HEADER_SIZE <= len(data):
@@ -336,6 +377,7 @@ class LogSegment:
     def cut_at(self, position: int) -> None:
         """Drop the file from ``position`` and the index entries that point past it."""
         self.file.truncate(position)
+        self.holes = [(a, b) for a, b in self.holes if b <= position]
         self._unchecked_end = min(self._unchecked_end, position)
         self._checked = [(a, min(b, position)) for a, b in self._checked if a < position]
         keep = self.offset_index.entries_before_position(position)
