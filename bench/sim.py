@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -21,7 +20,6 @@ from common import median  # noqa: E402
 from epochlog.client.admin import AsyncAdmin
 from epochlog.client.consumer import AsyncConsumer
 from epochlog.client.producer import AsyncProducer
-from epochlog.seams.real import OsDisk
 from epochlog.sim.cluster import SimCluster
 from epochlog.sim.loop import SimClock, run_simulated
 
@@ -30,33 +28,32 @@ PARTITIONS = 30
 
 async def steady(clock: SimClock, seconds: float, rate: int) -> tuple[int, int]:
     """(records acknowledged, records read) after ``seconds`` of simulated time."""
-    with tempfile.TemporaryDirectory() as data_dir:
-        cluster = SimCluster(clock, OsDisk(), data_dir, seed=1)
-        await cluster.start()
-        seams = cluster.seams("client", 1)
-        config = {"bootstrap.servers": cluster.bootstrap}
-        admin = AsyncAdmin(config, seams)
-        producer = AsyncProducer({**config, "linger.ms": 5}, seams)
-        consumer = AsyncConsumer({**config, "auto.offset.reset": "earliest"}, seams)
-        try:
-            await admin.create_topic("t", partitions=PARTITIONS, replication_factor=3)
-            consumer.assign([("t", p) for p in range(PARTITIONS)])
-            start, sent, read = clock.monotonic(), 0, 0
-            while clock.monotonic() - start < seconds:
-                for _ in range(rate // 100):
-                    await producer.send("t", b"x" * 100, key=b"k%d" % sent)
-                    sent += 1
-                await clock.sleep(0.01)
-                read += len(await consumer.poll(0))
-            await producer.flush(30)
-            while read < sent:
-                read += len(await consumer.poll(1000))
-            return sent, read
-        finally:
-            await consumer.close()
-            await producer.close()
-            await admin.close()
-            await cluster.stop()
+    cluster = SimCluster(clock, seed=1)
+    await cluster.start()
+    seams = cluster.seams("client", 1)
+    config = {"bootstrap.servers": cluster.bootstrap}
+    admin = AsyncAdmin(config, seams)
+    producer = AsyncProducer({**config, "linger.ms": 5}, seams)
+    consumer = AsyncConsumer({**config, "auto.offset.reset": "earliest"}, seams)
+    try:
+        await admin.create_topic("t", partitions=PARTITIONS, replication_factor=3)
+        consumer.assign([("t", p) for p in range(PARTITIONS)])
+        start, sent, read = clock.monotonic(), 0, 0
+        while clock.monotonic() - start < seconds:
+            for _ in range(rate // 100):
+                await producer.send("t", b"x" * 100, key=b"k%d" % sent)
+                sent += 1
+            await clock.sleep(0.01)
+            read += len(await consumer.poll(0))
+        await producer.flush(30)
+        while read < sent:
+            read += len(await consumer.poll(1000))
+        return sent, read
+    finally:
+        await consumer.close()
+        await producer.close()
+        await admin.close()
+        await cluster.stop()
 
 
 def main() -> None:

@@ -62,6 +62,10 @@ class ClusterLink:
         self._next_producer_id = 0
         self._producer_id_limit = 0
         self._state_changed = asyncio.Event()
+        # This incarnation's broker epoch, and whether the controller has taken it in:
+        # until it has, leadership in the stored state is a previous incarnation's.
+        self._epoch: int | None = None
+        self._taken_in = False
 
     # -- joining the cluster ---------------------------------------------------------
 
@@ -90,6 +94,8 @@ class ClusterLink:
         await self._refresh_topics()
         await self._register(session_timeout_s)
         self.store.on_session_expired(self._on_session_expired)
+        await self.store.watch_data(layout.BROKER_EPOCHS, self._refresh_taken_in)
+        await self._refresh_taken_in()
 
     async def _ensure_cluster_id(self) -> None:
         for path in layout.PERSISTENT_PATHS:
@@ -117,7 +123,9 @@ class ClusterLink:
                 await self.store.create(
                     path, layout.encode_broker(self._endpoint), ephemeral=True, make_parents=True
                 )
-                log.info("broker %d registered at %s", self.broker_id, path)
+                self._epoch = self.store.session_id
+                log.info("broker %d registered (broker epoch %d)", self.broker_id, self._epoch)
+                await self._refresh_taken_in()
                 return
             except NodeExistsError:
                 if self.clock.monotonic() > deadline:
@@ -130,6 +138,20 @@ class ClusterLink:
     async def _on_session_expired(self) -> None:
         log.warning("metastore session expired: registering broker %d again", self.broker_id)
         await self._register(self.store.session_timeout_ms / 1000)
+
+    async def _refresh_taken_in(self, _event: object = None) -> None:
+        """Has the controller taken this incarnation in? When that changes, the stored
+        topic states are applied again (leadership held back is taken up, or dropped)."""
+        try:
+            data, _ = await self.store.get(layout.BROKER_EPOCHS)
+        except NoNodeError:
+            data = b""
+        epochs = layout.decode_broker_epochs(data)
+        taken_in = self._epoch is not None and epochs.get(self.broker_id) == self._epoch
+        if taken_in != self._taken_in:
+            self._taken_in = taken_in
+            for name in sorted(self._topic_watches):
+                await self._read_topic(name)
 
     async def leave(self) -> None:
         with contextlib.suppress(MetastoreError):
@@ -187,10 +209,12 @@ class ClusterLink:
         if known is not None and known.topic_id != node.topic.topic_id:
             self._forget_topic(name)
         self.cache.update_topic(node.topic)
+        # Leadership decided for a previous incarnation of this broker is not taken up:
+        # the controller moves it (or hands it over again, at a new epoch) first.
         ready = {
             index: state
             for index, state in node.topic.partitions.items()
-            if state.leader_epoch >= 0
+            if state.leader_epoch >= 0 and (self._taken_in or state.leader != self.broker_id)
         }
         if ready:
             self._on_topic(

@@ -201,7 +201,16 @@ class Controller:
 
     async def reconcile(self, preferred_election: bool = False) -> set[str]:
         """One pass over the cluster; returns the names of the topics that exist."""
-        live = {int(b) for b in await self.store.children(layout.BROKER_IDS)}
+        epochs = await self._live_broker_epochs()
+        known, known_version = await self._known_broker_epochs()
+        # A broker that restarted since the last pass (a new session owns its node)
+        # counts as failed for this pass, as KIP-380 has it: whatever it led moves to
+        # the rest of the ISR and it leaves every ISR, since a crash may have cost it
+        # records it had acknowledged. The next pass takes it in as a new broker.
+        bounced = {b for b, epoch in epochs.items() if known.get(b, epoch) != epoch}
+        if bounced:
+            log.warning("brokers %s restarted: handled as failed, then as new", sorted(bounced))
+        live = set(epochs) - bounced
         shutting_down = {int(b) for b in await self.store.children(layout.CONTROLLED_SHUTDOWN)}
         requested = await self.store.exists(layout.PREFERRED_REPLICA_ELECTION)
         if requested is not None:
@@ -237,7 +246,27 @@ class Controller:
             await self._fenced_write([Delete(f"{layout.ISR_CHANGE}/{seq}") for seq in stale])
         if requested is not None:
             await self._fenced_write([Delete(layout.PREFERRED_REPLICA_ELECTION)])
+        taken_in = {**known, **epochs}
+        if taken_in != known:
+            data = layout.encode_broker_epochs(taken_in)
+            if not await self._fenced_write([SetData(layout.BROKER_EPOCHS, data, known_version)]):
+                self._wake.set()
+        if bounced:
+            self._wake.set()  # the next pass sees them as brokers that just joined
         return names - to_delete
+
+    async def _live_broker_epochs(self) -> dict[int, int]:
+        """Each registered broker's epoch: the session that owns its node."""
+        epochs = {}
+        for name in await self.store.children(layout.BROKER_IDS):
+            stat = await self.store.exists(layout.broker_path(int(name)))
+            if stat is not None:
+                epochs[int(name)] = stat.ephemeral_owner
+        return epochs
+
+    async def _known_broker_epochs(self) -> tuple[dict[int, int], int]:
+        data, stat = await self.store.get(layout.BROKER_EPOCHS)
+        return layout.decode_broker_epochs(data), stat.version
 
     async def _read_isr_requests(self) -> dict[str, dict[str, IsrChangeRequest]]:
         requests: dict[str, dict[str, IsrChangeRequest]] = {}

@@ -7,7 +7,11 @@ The tree follows Kafka's ZooKeeper layout where Kafka has one:
     /controller_epoch                  the controller epoch; every controller write checks
                                        this node's version, so a deposed controller's
                                        writes fail
-    /brokers/ids/<id>                  ephemeral: a live broker's endpoint
+    /brokers/ids/<id>                  ephemeral: a live broker's endpoint; the session
+                                       that owns it is the broker's epoch (KIP-380's role)
+    /brokers/epochs                    {id: broker epoch} of every broker incarnation the
+                                       controller has taken in: a broker leads nothing
+                                       until its current epoch is there
     /brokers/topics/<name>             topic id, configs and every partition's state
                                        (leader, leader epoch, replicas, ISR, ...)
     /admin/delete_topics/<name>        a request to delete a topic
@@ -29,6 +33,7 @@ CLUSTER_ID = "/cluster/id"
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 BROKER_IDS = "/brokers/ids"
+BROKER_EPOCHS = "/brokers/epochs"
 TOPICS = "/brokers/topics"
 DELETE_TOPICS = "/admin/delete_topics"
 CONTROLLED_SHUTDOWN = "/admin/controlled_shutdown"
@@ -36,7 +41,14 @@ PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 ISR_CHANGE = "/isr_change"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 
-PERSISTENT_PATHS = (BROKER_IDS, TOPICS, DELETE_TOPICS, CONTROLLED_SHUTDOWN, ISR_CHANGE)
+PERSISTENT_PATHS = (
+    BROKER_IDS,
+    BROKER_EPOCHS,
+    TOPICS,
+    DELETE_TOPICS,
+    CONTROLLED_SHUTDOWN,
+    ISR_CHANGE,
+)
 
 
 def broker_path(broker_id: int) -> str:
@@ -45,6 +57,14 @@ def broker_path(broker_id: int) -> str:
 
 def topic_path(name: str) -> str:
     return f"{TOPICS}/{name}"
+
+
+def encode_broker_epochs(epochs: dict[int, int]) -> bytes:
+    return encode_json({str(broker): epoch for broker, epoch in epochs.items()})
+
+
+def decode_broker_epochs(data: bytes) -> dict[int, int]:
+    return {int(broker): int(epoch) for broker, epoch in json.loads(data or b"{}").items()}
 
 
 def encode_json(value: object) -> bytes:

@@ -15,6 +15,7 @@ is then harmless); it never stays silent after a change it could see.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import enum
 import inspect
 import logging
@@ -204,6 +205,9 @@ class Metastore(ABC):
         self.clock = clock
         self.session_timeout_ms = session_timeout_ms
         self._loop = asyncio.get_running_loop()
+        # Callbacks run in the context of whoever made this client, not of whoever made
+        # the change (a simulation knows which host a task belongs to by its context).
+        self._context = contextvars.copy_context()
         self._watches: dict[tuple[str, str], list[Watch]] = {}
         self._expired_callbacks: list[SessionCallback] = []
         self._tasks = BackgroundTasks(log, "metastore task")
@@ -317,14 +321,14 @@ class Metastore(ABC):
         except RuntimeError:
             on_loop = False
         if not on_loop:
-            self._loop.call_soon_threadsafe(self._dispatch_all, list(events))
+            self._loop.call_soon_threadsafe(self._dispatch_all, list(events), context=self._context)
             return
         targets = []
         for event in events:
             kind = "children" if event.type is EventType.CHILDREN else "data"
             targets += [(w, event) for w in self._watches.get((kind, event.path), ())]
         if targets:
-            self._loop.call_soon(self._fire, targets)
+            self._loop.call_soon(self._fire, targets, context=self._context)
 
     def _fire(self, targets: list[tuple[Watch, WatchEvent]]) -> None:
         for watch, event in targets:

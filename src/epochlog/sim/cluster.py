@@ -1,32 +1,39 @@
 """Several real brokers in one process on simulated seams: virtual time, the simulated
-network, the memory metastore. The broker, controller, coordinators, replica fetchers
-and clients are epochlog's own code, unchanged."""
+network and disk, the memory metastore. The broker, controller, coordinators, replica
+fetchers and clients are epochlog's own code, unchanged.
+
+Each broker runs as the tasks of its host (``loop.run_on_host``), so a crash ends exactly
+that broker's work, as SIGKILL ends a process: its tasks are cancelled, its connections
+break, its disk keeps only what was fsynced (``sim/disk.py``) and its metastore session
+is left to expire."""
 
 from __future__ import annotations
 
-import os
+import asyncio
+import itertools
 import random
 from collections.abc import Mapping
 
 from epochlog.broker.broker import Broker
 from epochlog.broker.config import BrokerConfig
-from epochlog.metastore.memory import MemoryMetastore
-from epochlog.seams import Disk, Seams
-from epochlog.sim.loop import SimClock
+from epochlog.metastore.memory import MemoryMetastore, drop_memory_store
+from epochlog.seams import Seams
+from epochlog.sim.disk import DiskView, SimDisk
+from epochlog.sim.loop import SimClock, VirtualTimeLoop, run_on_host
 from epochlog.sim.network import SimNetwork
 
 PORT = 9092
+DATA_DIR = "/sim"
+_clusters = itertools.count()
 
 
 class SimCluster:
-    """``brokers`` brokers named b0, b1, ... on hosts of those names. Each host has its
-    own seeded Random; the network's latency comes from ``seed`` too."""
+    """``brokers`` brokers named b0, b1, ... on hosts of those names. The network's
+    latency, the disk's tearing and each host's Random all come from ``seed``."""
 
     def __init__(
         self,
         clock: SimClock,
-        disk: Disk,
-        data_dir: str,
         *,
         seed: int,
         brokers: int = 3,
@@ -34,17 +41,17 @@ class SimCluster:
         settings: Mapping[str, object] | None = None,
     ) -> None:
         self.clock = clock
-        self.disk = disk
         self.seed = seed
         self.network = SimNetwork(clock, random.Random(seed), latency_ms)
-        # The memory metastore is shared by name within the process: one per data dir.
-        self.metastore = "memory://sim" + os.path.abspath(data_dir).replace(os.sep, "-")
+        self.disk = SimDisk(random.Random(seed + 1))
+        # The memory metastore is shared by name within the process: one per cluster.
+        self.metastore = f"memory://sim-{next(_clusters)}"
         self._configs = [
             BrokerConfig.from_mapping(
                 {
                     "broker.id": i,
                     "listeners": f"PLAINTEXT://b{i}:{PORT}",
-                    "log.dirs": os.path.join(data_dir, f"b{i}"),
+                    "log.dirs": f"{DATA_DIR}/b{i}",
                     "metastore": self.metastore,
                     "offsets.topic.replication.factor": min(3, brokers),
                     "transaction.state.log.replication.factor": min(3, brokers),
@@ -55,28 +62,53 @@ class SimCluster:
             for i in range(brokers)
         ]
         self.brokers: list[Broker | None] = [None] * brokers
+        self._disks: list[DiskView | None] = [None] * brokers
+        self._lives = [0] * brokers
 
     @property
     def bootstrap(self) -> str:
         return ",".join(f"b{i}:{PORT}" for i in range(len(self.brokers)))
 
     def seams(self, host: str, seed: int) -> Seams:
-        """The seams of one simulated host."""
-        return Seams(self.clock, self.network.host(host), self.disk, random.Random(seed))
+        """The seams of a simulated client host (no disk of its own)."""
+        disk = self.disk.view(f"{DATA_DIR}/{host}")
+        return Seams(self.clock, self.network.host(host), disk, random.Random(seed))
 
     async def start(self) -> None:
         for i in range(len(self.brokers)):
             await self.start_broker(i)
 
     async def start_broker(self, i: int) -> None:
-        broker = Broker(self._configs[i], self.seams(f"b{i}", self.seed * 1000 + i))
-        await broker.start()
-        self.brokers[i] = broker
+        """Start broker ``i`` (again, after a crash or stop) on what its disk kept."""
+        host = f"b{i}"
+        disk = self.disk.view(f"{DATA_DIR}/{host}")
+        seed = self.seed * 1000 + i * 100 + self._lives[i]
+        self._lives[i] += 1
+        seams = Seams(self.clock, self.network.host(host), disk, random.Random(seed))
+        broker = Broker(self._configs[i], seams)
+        await run_on_host(host, broker.start())
+        self.brokers[i], self._disks[i] = broker, disk
 
     async def stop_broker(self, i: int) -> None:
         broker, self.brokers[i] = self.brokers[i], None
         if broker is not None:
-            await broker.stop()
+            await run_on_host(f"b{i}", broker.stop())
+
+    def crash_broker(self, i: int) -> int:
+        """Broker ``i`` dies at once, as under SIGKILL; returns how many unsynced bytes
+        its disk kept (torn writes included)."""
+        broker, disk = self.brokers[i], self._disks[i]
+        assert broker is not None and disk is not None
+        self.brokers[i] = self._disks[i] = None
+        host = f"b{i}"
+        kept = self.disk.crash(disk)
+        self.network.crash(host)
+        if isinstance(broker.store, MemoryMetastore):
+            broker.store.disconnect(True)  # no more heartbeats: the session expires
+        loop = asyncio.get_running_loop()
+        assert isinstance(loop, VirtualTimeLoop)
+        loop.cancel_host(host)
+        return kept
 
     def isolate(self, i: int) -> None:
         """Broker ``i`` loses the network and the metastore (its session then expires,
@@ -98,3 +130,4 @@ class SimCluster:
     async def stop(self) -> None:
         for i in range(len(self.brokers)):
             await self.stop_broker(i)
+        drop_memory_store(self.metastore.removeprefix("memory://"))

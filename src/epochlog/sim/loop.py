@@ -5,15 +5,20 @@ the order of events depends on nothing but the program and its seeds."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import heapq
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 EPOCH_MS = 1_700_000_000_000
 
+
+# The simulated host a task runs for: tasks inherit it from whoever created them, so
+# everything a broker starts belongs to that broker's host (see ``run_on_host``).
+HOST: contextvars.ContextVar[str | None] = contextvars.ContextVar("sim_host", default=None)
 
 # Loop iterations at one virtual instant before the run counts as spinning: a task that
 # polls the clock without ever sleeping would otherwise hold virtual time still for ever.
@@ -33,6 +38,27 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         super().__init__()
         self._virtual_now = 0.0
         self._busy = 0
+        self._tasks_of: dict[str, dict[asyncio.Task[Any], None]] = {}
+        self.set_task_factory(self._new_task)  # type: ignore[arg-type]
+
+    def _new_task(
+        self, loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any], **kwargs: Any
+    ) -> asyncio.Task[Any]:
+        task = asyncio.Task(coro, loop=loop, **kwargs)
+        context = kwargs.get("context")
+        host = context.get(HOST) if context is not None else HOST.get()
+        if host is not None:
+            tasks = self._tasks_of.setdefault(host, {})
+            tasks[task] = None
+            task.add_done_callback(lambda t: tasks.pop(t, None))
+        return task
+
+    def cancel_host(self, host: str) -> int:
+        """Cancel every task of ``host``, as a SIGKILL ends a process; returns how many."""
+        tasks = list(self._tasks_of.pop(host, {}))
+        for task in tasks:
+            task.cancel()
+        return len(tasks)
 
     def time(self) -> float:
         return self._virtual_now
@@ -74,6 +100,13 @@ class SimClock:
 
     def timeout(self, seconds: float) -> AbstractAsyncContextManager[None]:
         return asyncio.timeout(seconds)
+
+
+def run_on_host(host: str, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+    """Start ``work`` as a task of ``host``: it and every task it starts are that host's."""
+    context = contextvars.copy_context()
+    context.run(HOST.set, host)
+    return asyncio.get_running_loop().create_task(work, context=context)
 
 
 def run_simulated(main: Callable[[SimClock], Awaitable[T]], start_ms: int = EPOCH_MS) -> T:

@@ -5,6 +5,7 @@ faults a simulation can inject (partitions, resets)."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections import deque
 from collections.abc import Callable, Sequence
 
@@ -123,7 +124,9 @@ class SimNetwork:
         self._clock = clock
         self._random = random
         self._latency_ms = latency_ms
-        self._listeners: dict[Address, ConnectionHandler] = {}
+        # Each listener with the context it was opened in: its connections' handlers
+        # are tasks of the listening host.
+        self._listeners: dict[Address, tuple[ConnectionHandler, contextvars.Context]] = {}
         self._connections: list[SimConnection] = []
         self._blocked: set[tuple[str, str]] = set()
         self._isolated: set[str] = set()
@@ -147,7 +150,7 @@ class SimNetwork:
         address = (host, port)
         if address in self._listeners:
             raise OSError(f"address already in use: {host}:{port}")
-        self._listeners[address] = handler
+        self._listeners[address] = (handler, contextvars.copy_context())
         return SimServer(self, address)
 
     def stop_listening(self, address: Address) -> None:
@@ -159,17 +162,18 @@ class SimNetwork:
 
     async def connect(self, host: str, port: int, source: str = "client") -> Connection:
         await self._clock.sleep(self.latency_s())
-        handler = self._listeners.get((host, port))
+        listener = self._listeners.get((host, port))
         client_host = source
-        if handler is None or self._cut(client_host, host):
+        if listener is None or self._cut(client_host, host):
             raise ConnectionRefusedError(f"connection refused: {host}:{port}")
+        handler, context = listener
         local = (client_host, self._next_port)
         self._next_port += 1
         client = SimConnection(self, local, (host, port))
         server = SimConnection(self, (host, port), local)
         client.remote, server.remote = server, client
         self._connections += [client, server]
-        self._tasks.spawn(handler(server))
+        context.run(self._tasks.spawn, handler(server))
         return client
 
     def partition(self, a: str, b: str) -> None:
@@ -180,6 +184,12 @@ class SimNetwork:
     def isolate(self, host: str) -> None:
         """``host`` can talk to no one; its open connections break."""
         self._isolated.add(host)
+        self._reset_where(lambda ends: host in ends)
+
+    def crash(self, host: str) -> None:
+        """``host``'s process died: its listeners close and its connections break."""
+        for address in [a for a in self._listeners if a[0] == host]:
+            del self._listeners[address]
         self._reset_where(lambda ends: host in ends)
 
     def heal(self) -> None:
