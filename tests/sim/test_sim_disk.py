@@ -27,7 +27,7 @@ def test_a_crash_keeps_what_was_fsynced_and_at_most_a_prefix_of_the_rest() -> No
     assert 100 in kept_sizes and len(kept_sizes) > 3, "never torn, or always the same"
 
 
-def test_an_unsynced_truncation_is_undone_by_a_crash() -> None:
+def test_an_unsynced_truncation_or_overwrite_is_undone_by_a_crash() -> None:
     disk = SimDisk(random.Random(1))
     view = disk.view("/h")
     f = view.open("/h/log")
@@ -35,6 +35,12 @@ def test_an_unsynced_truncation_is_undone_by_a_crash() -> None:
     f.fsync()
     f.truncate(4)
     assert f.size() == 4
+    disk.crash(view)
+    view = disk.view("/h")
+    assert view.read_file("/h/log") == b"x" * 10
+    f = view.open("/h/log")
+    f.pwrite(b"yy", 3)
+    assert view.read_file("/h/log") == b"xxxyyxxxxx"
     disk.crash(view)
     assert disk.view("/h").read_file("/h/log") == b"x" * 10
 

@@ -3,11 +3,11 @@
 Every file keeps what the OS page cache would hold and how much of it an fsync made
 durable. A crash of a host keeps, for each of its files, only the durable bytes plus a
 seeded-random prefix of what was appended since (the last unsynced write may be torn
-anywhere); a truncation not yet fsynced is undone. Directory changes (create, rename,
-remove, ``write_atomic``) are durable at once, as OsDisk makes them with its directory
-fsyncs. A host's crash also kills its view of the disk: handles and views opened before
-it raise OSError, so a dead broker's late writes cannot reach the files of its
-successor.
+anywhere); a truncation or an overwrite not yet fsynced is undone. Directory changes
+(create, rename, remove, ``write_atomic``) are durable at once, as OsDisk makes them
+with its directory fsyncs. A host's crash also kills its view of the disk: handles and
+views opened before it raise OSError, so a dead broker's late writes cannot reach the
+files of its successor.
 """
 
 from __future__ import annotations
@@ -30,9 +30,13 @@ class _Stored:
         self.durable = len(self.data)
         self.before_sync = None
 
-    def cut(self, size: int) -> None:
-        if size < self.durable and self.before_sync is None:
+    def keep_durable(self, below: int) -> None:
+        """About to change bytes before ``below``: keep what a crash would restore."""
+        if below < self.durable and self.before_sync is None:
             self.before_sync = bytes(self.data[: self.durable])
+
+    def cut(self, size: int) -> None:
+        self.keep_durable(size)
         if size <= len(self.data):
             del self.data[size:]
         else:
@@ -228,6 +232,14 @@ class SimFile:
         position = len(self._stored.data)
         self._stored.data += data
         return position
+
+    def pwrite(self, data: bytes | memoryview, offset: int) -> None:
+        self._view.check()
+        end = offset + len(data)
+        if offset < 0 or end > len(self._stored.data):
+            raise ValueError(f"{self.path}: overwrite of [{offset}, {end}) past the end")
+        self._stored.keep_durable(offset)
+        self._stored.data[offset:end] = data
 
     def truncate(self, size: int) -> None:
         self._view.check()
