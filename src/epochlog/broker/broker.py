@@ -195,6 +195,8 @@ class Broker:
             ControllerSettings.from_settings(self.config.settings),
         )
         await self.controller.start()
+        if not await self.cluster.wait_until_taken_in(self.store.session_timeout_ms / 1000):
+            log.warning("no controller has taken broker %d in yet", self.broker_id)
         await self.replica_manager.start()
         await self.coordinator.start()
         await self.txn_coordinator.start()

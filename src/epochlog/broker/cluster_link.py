@@ -152,6 +152,12 @@ class ClusterLink:
             self._taken_in = taken_in
             for name in sorted(self._topic_watches):
                 await self._read_topic(name)
+            self._state_changed.set()
+
+    async def wait_until_taken_in(self, timeout_s: float) -> bool:
+        """Wait for the controller to take this incarnation in (a broker leads nothing
+        before); False if it has not within ``timeout_s`` (no controller yet)."""
+        return await self.wait_for_state(lambda: self._taken_in, timeout_s)
 
     async def leave(self) -> None:
         with contextlib.suppress(MetastoreError):

@@ -211,6 +211,9 @@ class Controller:
         if bounced:
             log.warning("brokers %s restarted: handled as failed, then as new", sorted(bounced))
         live = set(epochs) - bounced
+        # Brokers that are new or unchanged are taken in before anything is decided, so
+        # that one just started leads what this pass gives it; the bounced ones after.
+        known, known_version = await self._take_in(known, known_version, epochs, bounced)
         shutting_down = {int(b) for b in await self.store.children(layout.CONTROLLED_SHUTDOWN)}
         requested = await self.store.exists(layout.PREFERRED_REPLICA_ELECTION)
         if requested is not None:
@@ -246,14 +249,25 @@ class Controller:
             await self._fenced_write([Delete(f"{layout.ISR_CHANGE}/{seq}") for seq in stale])
         if requested is not None:
             await self._fenced_write([Delete(layout.PREFERRED_REPLICA_ELECTION)])
-        taken_in = {**known, **epochs}
-        if taken_in != known:
-            data = layout.encode_broker_epochs(taken_in)
-            if not await self._fenced_write([SetData(layout.BROKER_EPOCHS, data, known_version)]):
-                self._wake.set()
         if bounced:
+            await self._take_in(known, known_version, epochs, set())
             self._wake.set()  # the next pass sees them as brokers that just joined
         return names - to_delete
+
+    async def _take_in(
+        self, known: dict[int, int], version: int, epochs: dict[int, int], held: set[int]
+    ) -> tuple[dict[int, int], int]:
+        """Record the epochs of the live brokers not ``held`` in ``/brokers/epochs``;
+        returns what the node holds now and its version (on a lost race, as before:
+        the next pass tries again)."""
+        taken_in = {**known, **{b: e for b, e in epochs.items() if b not in held}}
+        if taken_in == known:
+            return known, version
+        data = layout.encode_broker_epochs(taken_in)
+        if not await self._fenced_write([SetData(layout.BROKER_EPOCHS, data, version)]):
+            self._wake.set()
+            return known, version
+        return taken_in, version + 1
 
     async def _live_broker_epochs(self) -> dict[int, int]:
         """Each registered broker's epoch: the session that owns its node."""
