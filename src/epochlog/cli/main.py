@@ -27,6 +27,8 @@ from epochlog.demo import add_arguments as add_demo_arguments
 from epochlog.protocol.errors import KafkaError
 from epochlog.seams.real import real_seams
 from epochlog.settings.broker import BROKER
+from epochlog.sim.command import add_sim_arguments
+from epochlog.sim.command import run_from_args as run_sim_from_args
 from epochlog.tools import quarantine
 from epochlog.tools.local_cluster import LocalCluster, run_local_cluster
 from epochlog.tools.settings_reference import reference
@@ -182,6 +184,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return run_from_args(args)
 
 
+def _cmd_sim(args: argparse.Namespace) -> int:
+    return run_sim_from_args(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="epochlog", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
@@ -253,6 +259,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="the main job end to end, with an unclean election")
     add_demo_arguments(demo)
     demo.set_defaults(func=_cmd_demo)
+
+    sim = sub.add_parser("sim", help="seeds through the deterministic simulator, checked")
+    add_sim_arguments(sim)
+    sim.set_defaults(func=_cmd_sim)
     return parser
 
 

@@ -1,0 +1,92 @@
+"""The invariants a simulated run is held to, as pure functions of its history.
+
+A history is a list of events (tuples whose first item names the kind):
+
+    ("ack", i, partition, offset)           record i acknowledged (acks=all)
+    ("read", partition, offset, value)      the live consumer handed out a record
+    ("truncated", partition, divergence)    the live consumer reported a truncation
+                                            (divergence None: not known) and moved there
+    ("final", partition, offset, value)     the read of every partition after the run
+
+Record i's value is ``value_of(i)``. Elections in a simulated run are clean, so a
+record once acknowledged, or once handed out (it was below the high watermark), stays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+Event = tuple[object, ...]
+History = Sequence[Event]
+
+
+def value_of(i: int) -> bytes:
+    return b"v%d" % i
+
+
+def lost_write(history: History) -> list[str]:
+    """Every acknowledged record is in the final log, at the offset it was given."""
+    final = {(e[1], e[2]): e[3] for e in history if e[0] == "final"}
+    problems = []
+    for e in history:
+        if e[0] != "ack":
+            continue
+        _, i, partition, offset = e
+        found = final.get((partition, offset))
+        if found != value_of(i):  # type: ignore[arg-type]
+            what = "missing" if found is None else f"holds {found!r}"
+            problems.append(f"record {i} acknowledged at {partition}/{offset}: {what}")
+    return problems
+
+
+def inconsistent_offsets(history: History) -> list[str]:
+    """One offset never holds two records: what the consumer was handed out is what the
+    final log holds, unless it reported a truncation at or below that offset."""
+    final = {(e[1], e[2]): e[3] for e in history if e[0] == "final"}
+    seen: dict[tuple[object, object], object] = {}
+    problems = []
+    for e in history:
+        if e[0] == "truncated":
+            seen = {k: v for k, v in seen.items() if k[0] != e[1] or _below(k[1], e[2])}
+        elif e[0] == "read":
+            key = (e[1], e[2])
+            if seen.setdefault(key, e[3]) != e[3]:
+                problems.append(f"{key[0]}/{key[1]} handed out as {seen[key]!r} and {e[3]!r}")
+    for key, value in seen.items():
+        if key in final and final[key] != value:
+            problems.append(f"{key[0]}/{key[1]} handed out as {value!r}, now {final[key]!r}")
+    return problems
+
+
+def poll_skip_and_rewind(history: History) -> list[str]:
+    """The consumer hands out each partition's offsets one after another: no gap (a
+    skip) and no step back (a rewind) but where it reported a truncation."""
+    expected: dict[object, int] = {}
+    problems = []
+    for e in history:
+        if e[0] == "truncated":
+            expected.pop(e[1], None)  # where it goes on is the next read
+        elif e[0] == "read":
+            partition, offset = e[1], e[2]
+            want = expected.get(partition)
+            if want is not None and offset != want:
+                kind = "skipped to" if offset > want else "rewound to"  # type: ignore[operator]
+                problems.append(f"partition {partition}: {kind} {offset}, expected {want}")
+            expected[partition] = offset + 1  # type: ignore[operator]
+    return problems
+
+
+def _below(offset: object, divergence: object) -> bool:
+    return divergence is not None and offset < divergence  # type: ignore[operator]
+
+
+CHECKERS: dict[str, Callable[[History], list[str]]] = {
+    "lost-write": lost_write,
+    "inconsistent-offsets": inconsistent_offsets,
+    "poll-skip-or-rewind": poll_skip_and_rewind,
+}
+
+
+def check(history: History) -> dict[str, list[str]]:
+    """Every checker's findings, by name (an empty list: it held)."""
+    return {name: checker(history) for name, checker in CHECKERS.items()}

@@ -1,0 +1,193 @@
+"""One simulated run from a seed: a cluster, a workload, a fault schedule, the checkers.
+
+The workload is an acks=all producer of keyed records at a steady rate and a consumer
+of every partition (``auto.offset.reset`` none: it reports truncations, and goes on
+from the divergence offset); the faults come from ``faults.draw_schedule``. After the
+schedule every broker is back, the producer is flushed and the whole log is read once
+more (the "final" read), and ``checkers.check`` judges the history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import random
+import time
+from dataclasses import dataclass, field
+
+from epochlog.client.admin import AsyncAdmin
+from epochlog.client.consumer import AsyncConsumer
+from epochlog.client.errors import ClientError, LogTruncationError
+from epochlog.client.producer import AsyncProducer
+from epochlog.sim import checkers
+from epochlog.sim.cluster import SimCluster
+from epochlog.sim.faults import FAULT_KINDS, Fault, draw_schedule
+from epochlog.sim.loop import SimClock, run_simulated
+
+TOPIC = "t"
+# A simulated run gives up reading back after this long: a lost record would otherwise
+# be waited for for ever (in virtual time); the checkers then say what is missing.
+READ_BACK_S = 120.0
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    brokers: int = 3
+    partitions: int = 3
+    duration: float = 30.0  # simulated seconds of workload and faults
+    rate: int = 200  # records per simulated second
+    faults: tuple[str, ...] = FAULT_KINDS
+    session_timeout_ms: int = 4000
+
+
+@dataclass
+class SimResult:
+    seed: int
+    schedule: list[Fault]
+    history: list[checkers.Event] = field(default_factory=list)
+    findings: dict[str, list[str]] = field(default_factory=dict)
+    wall_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not any(self.findings.values())
+
+    @property
+    def digest(self) -> str:
+        """The history's hash: the same seed gives the same one, byte for byte."""
+        return hashlib.sha256(repr(self.history).encode()).hexdigest()[:16]
+
+
+def run_seed(
+    seed: int, options: SimOptions = SimOptions(), schedule: list[Fault] | None = None
+) -> SimResult:
+    """Run one seed (with its own fault schedule, or ``schedule``) and check it."""
+    if schedule is None:
+        schedule = draw_schedule(
+            random.Random(seed), options.faults, options.brokers, options.duration
+        )
+    result = SimResult(seed, schedule)
+    started = time.perf_counter()
+    run_simulated(lambda clock: _run(clock, seed, options, schedule, result.history))
+    result.wall_s = time.perf_counter() - started
+    result.findings = checkers.check(result.history)
+    return result
+
+
+async def _run(
+    clock: SimClock,
+    seed: int,
+    options: SimOptions,
+    schedule: list[Fault],
+    history: list[checkers.Event],
+) -> None:
+    settings = {
+        "zookeeper.session.timeout.ms": options.session_timeout_ms,
+        "default.replication.factor": min(3, options.brokers),
+        "min.insync.replicas": min(2, options.brokers),
+    }
+    cluster = SimCluster(clock, seed=seed, brokers=options.brokers, settings=settings)
+    await cluster.start()
+    seams = cluster.seams("client", seed)
+    config = {"bootstrap.servers": cluster.bootstrap}
+    admin = AsyncAdmin(config, seams)
+    producer = AsyncProducer({**config, "linger.ms": 2, "delivery.timeout.ms": 300_000}, seams)
+    consumer = AsyncConsumer({**config, "auto.offset.reset": "none"}, seams)
+    try:
+        await admin.create_topic(
+            TOPIC, partitions=options.partitions, replication_factor=min(3, options.brokers)
+        )
+        partitions = [(TOPIC, p) for p in range(options.partitions)]
+        consumer.assign(partitions)
+        for tp in partitions:
+            consumer.seek(tp, 0)
+        faults = asyncio.ensure_future(_inject(clock, cluster, schedule))
+        start = clock.monotonic()
+        sent = 0
+        while clock.monotonic() - start < options.duration or not faults.done():
+            due = int((clock.monotonic() - start) * options.rate)
+            for i in range(sent, max(sent, due)):
+                future = await producer.send(TOPIC, checkers.value_of(i), key=b"k%d" % i)
+                future.add_done_callback(lambda f, i=i: _acknowledged(history, i, f))
+            sent = max(sent, due)
+            await _poll(consumer, history, 10)
+        await faults
+        await producer.flush(300)
+        await _read_back(clock, consumer, admin, partitions, history)
+    finally:
+        await consumer.close()
+        await producer.close()
+        await admin.close()
+        await cluster.stop()
+
+
+def _acknowledged(history: list[checkers.Event], i: int, future: asyncio.Future) -> None:
+    if future.exception() is None:
+        meta = future.result()
+        history.append(("ack", i, meta.partition, meta.offset))
+    else:
+        history.append(("failed", i, type(future.exception()).__name__))
+
+
+async def _poll(
+    consumer: AsyncConsumer, history: list[checkers.Event], timeout_ms: int, kind: str = "read"
+) -> dict[int, int]:
+    """One poll into the history; a reported truncation moves to its divergence offset
+    (the start of the log when not known). Returns the next offset of each partition
+    that handed out records."""
+    reached = {}
+    try:
+        for r in await consumer.poll(timeout_ms):
+            history.append((kind, r.partition, r.offset, r.value))
+            reached[r.partition] = r.offset + 1
+    except LogTruncationError as truncated:
+        for tp, divergence in sorted(truncated.divergence.items()):
+            history.append(("truncated", tp.partition, divergence))
+            consumer.seek(tp, divergence if divergence is not None else 0)
+    except ClientError as exc:
+        history.append(("error", kind, type(exc).__name__))
+    return reached
+
+
+async def _inject(clock: SimClock, cluster: SimCluster, schedule: list[Fault]) -> None:
+    """Apply each fault at its time; then bring every broker back and heal."""
+    start = clock.monotonic()
+    restarts: list[asyncio.Future[None]] = []
+    for fault in schedule:
+        await clock.sleep(max(0.0, start + fault.at - clock.monotonic()))
+        if cluster.brokers[fault.broker] is None:
+            continue  # still down from an earlier fault
+        if fault.kind == "kill":
+            cluster.crash_broker(fault.broker)
+            await clock.sleep(fault.lasts)
+            restarts.append(asyncio.ensure_future(cluster.start_broker(fault.broker)))
+        elif fault.kind == "partition":
+            cluster.isolate(fault.broker)
+            await clock.sleep(fault.lasts)
+            cluster.heal()
+    await asyncio.gather(*restarts)
+
+
+async def _read_back(
+    clock: SimClock,
+    consumer: AsyncConsumer,
+    admin: AsyncAdmin,
+    partitions: list[tuple[str, int]],
+    history: list[checkers.Event],
+) -> None:
+    """Let the live consumer catch up, then read every partition from offset 0."""
+    ends = {}
+    for tp, answer in (await admin.list_offsets({tp: -1 for tp in partitions})).items():
+        ends[tp.partition] = answer.offset if answer is not None else 0
+    give_up = clock.monotonic() + READ_BACK_S
+    for kind in ("read", "final"):
+        reached = {tp[1]: _next_offset(consumer, tp) for tp in partitions}
+        while clock.monotonic() < give_up and any(reached.get(p, 0) < e for p, e in ends.items()):
+            reached.update(await _poll(consumer, history, 200, kind))
+        for tp in partitions:
+            consumer.seek(tp, 0)
+
+
+def _next_offset(consumer: AsyncConsumer, tp: tuple[str, int]) -> int:
+    position = consumer.position(tp)
+    return 0 if position is None else position.offset

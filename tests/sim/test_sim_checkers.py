@@ -1,0 +1,42 @@
+"""The simulator's checkers name what a history broke, and only that."""
+
+from __future__ import annotations
+
+from epochlog.sim.checkers import check, value_of
+
+
+def _findings(history: list[tuple[object, ...]]) -> dict[str, int]:
+    return {name: len(found) for name, found in check(history).items() if found}
+
+
+def test_a_clean_history_breaks_nothing() -> None:
+    history = [("ack", 0, 0, 0), ("ack", 1, 0, 1), ("read", 0, 0, value_of(0))]
+    history += [("read", 0, 1, value_of(1)), ("final", 0, 0, value_of(0))]
+    history += [("final", 0, 1, value_of(1))]
+    assert _findings(history) == {}
+
+
+def test_an_acknowledged_record_missing_or_replaced_is_a_lost_write() -> None:
+    history = [("ack", 0, 0, 0), ("ack", 1, 0, 1), ("final", 0, 0, value_of(7))]
+    found = check(history)["lost-write"]
+    assert found == [
+        "record 0 acknowledged at 0/0: holds b'v7'",
+        "record 1 acknowledged at 0/1: missing",
+    ]
+
+
+def test_a_skip_or_a_rewind_without_a_reported_truncation_is_caught() -> None:
+    reads = [("read", 0, o, value_of(o)) for o in (0, 1, 3, 2)]
+    assert check(reads)["poll-skip-or-rewind"] == [
+        "partition 0: skipped to 3, expected 2",
+        "partition 0: rewound to 2, expected 4",
+    ]
+    reported = [*reads[:3], ("truncated", 0, 2), ("read", 0, 2, value_of(9))]
+    assert check(reported)["poll-skip-or-rewind"] == ["partition 0: skipped to 3, expected 2"]
+
+
+def test_an_offset_handed_out_as_two_records_is_inconsistent_unless_truncated() -> None:
+    history = [("read", 0, 5, b"a"), ("final", 0, 5, b"b")]
+    assert check(history)["inconsistent-offsets"] == ["0/5 handed out as b'a', now b'b'"]
+    history = [("read", 0, 5, b"a"), ("truncated", 0, 5), ("final", 0, 5, b"b")]
+    assert check(history)["inconsistent-offsets"] == []
