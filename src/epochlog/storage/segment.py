@@ -155,13 +155,7 @@ class LogSegment:
         ``resume`` may turn a bad batch into a hole and name where the good batches go on;
         otherwise the caller cuts the file at the returned position (nothing is cut here).
         """
-        self.offset_index.reset()
-        self.time_index.reset()
-        self.next_offset = self.base_offset
-        self.max_timestamp = NO_TIMESTAMP
-        self.offset_of_max_timestamp = self.base_offset
-        self.first_batch_timestamp = NO_TIMESTAMP
-        self._bytes_since_index = 0
+        self._forget_indexed()
         position = 0
         size = self.file.size()
         self._unchecked_end = 0
@@ -184,6 +178,12 @@ class LogSegment:
     def reindex(self) -> None:
         """Rebuild both indexes, offsets and timestamps from the batch headers (a hole
         was filled in place: its batches were never indexed)."""
+        self._forget_indexed()
+        for position, header in self.iter_headers():
+            self._index_batch(position, header)
+
+    def _forget_indexed(self) -> None:
+        """Empty indexes and no batch seen: what indexing the file anew starts from."""
         self.offset_index.reset()
         self.time_index.reset()
         self.next_offset = self.base_offset
@@ -191,8 +191,6 @@ class LogSegment:
         self.offset_of_max_timestamp = self.base_offset
         self.first_batch_timestamp = NO_TIMESTAMP
         self._bytes_since_index = 0
-        for position, header in self.iter_headers():
-            self._index_batch(position, header)
 
     def _check_one(self, position: int, size: int) -> BatchHeader | BadTail:
         """The header of the valid batch at ``position``, or why it is not one."""
