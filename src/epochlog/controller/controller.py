@@ -203,17 +203,27 @@ class Controller:
         """One pass over the cluster; returns the names of the topics that exist."""
         epochs = await self._live_broker_epochs()
         known, known_version = await self._known_broker_epochs()
-        # A broker that restarted since the last pass (a new session owns its node)
-        # counts as failed for this pass, as KIP-380 has it: whatever it led moves to
-        # the rest of the ISR and it leaves every ISR, since a crash may have cost it
-        # records it had acknowledged. The next pass takes it in as a new broker.
+        # A broker that restarted since the last pass (a new session owns its node) is
+        # first handled as failed, as KIP-380 has it: whatever it led moves to the rest
+        # of the ISR and it leaves every ISR, since a crash may have cost it records it
+        # had acknowledged; then as a broker that just joined (it leads again only what
+        # no one else can, at a new epoch). Only then is it taken in, so it never leads
+        # on the state of its previous life.
         bounced = {b for b, epoch in epochs.items() if known.get(b, epoch) != epoch}
-        if bounced:
-            log.warning("brokers %s restarted: handled as failed, then as new", sorted(bounced))
-        live = set(epochs) - bounced
-        # Brokers that are new or unchanged are taken in before anything is decided, so
-        # that one just started leads what this pass gives it; the bounced ones after.
+        # New and unchanged brokers are taken in first: one just started leads at once
+        # what this pass gives it.
         known, known_version = await self._take_in(known, known_version, epochs, bounced)
+        if not bounced:
+            return await self._decide_topics(set(epochs), preferred_election)
+        log.warning("brokers %s restarted: handled as failed, then as new", sorted(bounced))
+        await self._decide_topics(set(epochs) - bounced, preferred_election)
+        names = await self._decide_topics(set(epochs), False)
+        await self._take_in(known, known_version, epochs, set())
+        return names
+
+    async def _decide_topics(self, live: set[int], preferred_election: bool) -> set[str]:
+        """Decide every topic's partitions for these live brokers and write what changed;
+        returns the names of the topics that exist."""
         shutting_down = {int(b) for b in await self.store.children(layout.CONTROLLED_SHUTDOWN)}
         requested = await self.store.exists(layout.PREFERRED_REPLICA_ELECTION)
         if requested is not None:
@@ -249,9 +259,6 @@ class Controller:
             await self._fenced_write([Delete(f"{layout.ISR_CHANGE}/{seq}") for seq in stale])
         if requested is not None:
             await self._fenced_write([Delete(layout.PREFERRED_REPLICA_ELECTION)])
-        if bounced:
-            await self._take_in(known, known_version, epochs, set())
-            self._wake.set()  # the next pass sees them as brokers that just joined
         return names - to_delete
 
     async def _take_in(
