@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
-import time
 from dataclasses import dataclass, field
 
 from epochlog.client.admin import AsyncAdmin
@@ -46,7 +45,6 @@ class SimResult:
     schedule: list[Fault]
     history: list[checkers.Event] = field(default_factory=list)
     findings: dict[str, list[str]] = field(default_factory=dict)
-    wall_s: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -67,9 +65,7 @@ def run_seed(
             random.Random(seed), options.faults, options.brokers, options.duration
         )
     result = SimResult(seed, schedule)
-    started = time.perf_counter()
     run_simulated(lambda clock: _run(clock, seed, options, schedule, result.history))
-    result.wall_s = time.perf_counter() - started
     result.findings = checkers.check(result.history)
     return result
 
