@@ -55,3 +55,16 @@ def test_a_schedule_replays_as_given() -> None:
     schedule = [Fault(2.0, "kill", 0, 1.0)]
     result = run_seed(9, SimOptions(duration=8.0), schedule)
     assert result.schedule == schedule and result.ok, result.findings
+
+
+def test_a_swarm_runs_seeds_in_processes_with_the_same_histories(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["sim", "--seed", "20", "--seeds", "3", "--jobs", "2", "--duration", "6"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    lines = [line for line in out.splitlines() if line.startswith("seed ")]
+    assert [line.split(":")[0] for line in lines] == ["seed 20", "seed 21", "seed 22"]
+    assert "3 of 3 seeds held every invariant" in out and "2 processes" in out
+    # A seed's history does not depend on the process it ran in.
+    assert lines[1].endswith(run_seed(21, SimOptions(duration=6.0)).digest)

@@ -14,6 +14,8 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
 from typing import TYPE_CHECKING
 
 from epochlog.sim.faults import FAULT_KINDS
@@ -36,6 +38,9 @@ def add_sim_arguments(parser: argparse.ArgumentParser) -> None:
         default=",".join(FAULT_KINDS),
         help=f"comma-separated, from {','.join(FAULT_KINDS)} (empty: none)",
     )
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="processes to run seeds in (a swarm: default 1)"
+    )
     parser.add_argument("--trace-dir", default=".", help="where failing seeds' histories go")
     parser.add_argument("--verbose", action="store_true", help="the brokers' warnings too")
 
@@ -51,8 +56,6 @@ def options_from_args(args: argparse.Namespace) -> SimOptions:
 
 
 def run_from_args(args: argparse.Namespace) -> int:
-    from epochlog.sim.run import run_seed
-
     logging.basicConfig(
         level=logging.WARNING if args.verbose else logging.CRITICAL,
         format="%(levelname)s %(name)s: %(message)s",
@@ -62,16 +65,44 @@ def run_from_args(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"epochlog sim: {exc}", file=sys.stderr)
         return 2
-    failed = 0
-    for seed in range(args.seed, args.seed + args.seeds):
-        started = time.perf_counter()
-        result = run_seed(seed, options)
-        print(summary(result, options, time.perf_counter() - started), flush=True)
+    seeds = range(args.seed, args.seed + args.seeds)
+    failed: list[int] = []
+    broken: dict[str, int] = {}
+    started = time.perf_counter()
+    for result, wall_s in _results(seeds, options, args.jobs):
+        print(summary(result, options, wall_s), flush=True)
         if not result.ok:
-            failed += 1
+            failed.append(result.seed)
             print(details(result, write_trace(result, args.trace_dir)), flush=True)
-    print(f"{args.seeds - failed} of {args.seeds} seeds held every invariant")
+            for name, findings in result.findings.items():
+                broken[name] = broken.get(name, 0) + bool(findings)
+    wall_s = time.perf_counter() - started
+    print(
+        f"{len(seeds) - len(failed)} of {len(seeds)} seeds held every invariant "
+        f"({len(seeds) * 60 / wall_s:.1f} seeds a minute, {args.jobs} processes)"
+    )
+    for name, count in sorted(broken.items()):
+        print(f"  {name:<22} broken in {count} seeds")
+    if failed:
+        print("  failing seeds: " + " ".join(str(s) for s in failed))
     return 1 if failed else 0
+
+
+def _results(seeds: range, options: SimOptions, jobs: int) -> Iterator[tuple[SimResult, float]]:
+    """Each seed's result and wall time, in seed order, from ``jobs`` processes."""
+    if jobs <= 1:
+        yield from map(_timed_run, seeds, [options] * len(seeds))
+        return
+    with ProcessPoolExecutor(jobs) as pool:
+        yield from pool.map(_timed_run, seeds, [options] * len(seeds))
+
+
+def _timed_run(seed: int, options: SimOptions) -> tuple[SimResult, float]:
+    from epochlog.sim.run import run_seed
+
+    started = time.perf_counter()
+    result = run_seed(seed, options)
+    return result, time.perf_counter() - started
 
 
 def summary(result: SimResult, options: SimOptions, wall_s: float) -> str:
