@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from epochlog.sim.checkers import check, value_of
+from epochlog.protocol.records import build_batch
+from epochlog.sim.checkers import check, quarantine_complete, value_of
 
 
 def _findings(history: list[tuple[object, ...]]) -> dict[str, int]:
@@ -40,3 +41,23 @@ def test_an_offset_handed_out_as_two_records_is_inconsistent_unless_truncated() 
     assert check(history)["inconsistent-offsets"] == ["0/5 handed out as b'a', now b'b'"]
     history = [("read", 0, 5, b"a"), ("truncated", 0, 5), ("final", 0, 5, b"b")]
     assert check(history)["inconsistent-offsets"] == []
+
+
+def _segment(offsets_and_values: list[tuple[int, bytes]]) -> bytes:
+    return b"".join(
+        build_batch([(None, value, [], 1_700_000_000_000)], base_offset=offset)
+        for offset, value in offsets_and_values
+    )
+
+
+def test_records_removed_from_a_segment_must_be_in_that_partitions_quarantine() -> None:
+    removed = [("/sim/b0/t-0/00000000000000000000.log", _segment([(5, b"a"), (6, b"b")]))]
+    kept = {"/sim/b0/t-0": [_segment([(5, b"a"), (6, b"b"), (7, b"c")])]}
+    assert quarantine_complete(removed, kept) == []
+    kept_elsewhere = {"/sim/b1/t-0": kept["/sim/b0/t-0"], "/sim/b0/t-0": [_segment([(5, b"a")])]}
+    assert quarantine_complete(removed, kept_elsewhere) == [
+        "/sim/b0/t-0: offset 6 (b'b') removed, not kept"
+    ]
+    # A torn batch (a crash's, cut at recovery) holds no record to keep.
+    torn = [("/sim/b0/t-0/00000000000000000000.log", _segment([(8, b"d")])[:-3])]
+    assert quarantine_complete(torn, {}) == []

@@ -68,3 +68,22 @@ def test_a_swarm_runs_seeds_in_processes_with_the_same_histories(
     assert "3 of 3 seeds held every invariant" in out and "2 processes" in out
     # A seed's history does not depend on the process it ran in.
     assert lines[1].endswith(run_seed(21, SimOptions(duration=6.0)).digest)
+
+
+def test_a_truncation_that_skips_the_quarantine_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A planted bug: truncations keep nothing aside. Zombie leaders (split from the
+    other brokers and the metastore, still written to) truncate records when they come
+    back; quarantine-complete names them within a few seeds."""
+    from epochlog.storage.quarantine import Quarantine
+
+    monkeypatch.setattr(Quarantine, "keep", lambda self, stem, *_: f"{self.directory}/{stem}")
+    options = SimOptions(duration=20.0, faults=("split",))
+    for seed in range(1000, 1010):
+        result = run_seed(seed, options)
+        if not result.ok:
+            break
+    assert not result.ok, "ten seeds and the planted bug went unseen"
+    broken = {name for name, found in result.findings.items() if found}
+    assert broken == {"quarantine-complete"}, result.findings

@@ -74,3 +74,22 @@ def test_directories_behave_as_a_files_tree() -> None:
     assert view.file_size("/h/t-0.deleted/b") == 2
     view.rmtree("/h/t-0.deleted")
     assert view.listdir("/h") == [] and not view.exists("/h/t-0.deleted/a")
+
+
+def test_what_the_brokers_remove_from_segments_is_journaled_not_quarantine_files() -> None:
+    disk = SimDisk(random.Random(1))
+    view = disk.view("/h")
+    view.makedirs("/h/t-0/quarantine")
+    segment = view.open("/h/t-0/00000000000000000000.log")
+    segment.append(b"abcdef")
+    segment.truncate(4)
+    view.open("/h/t-0/00000000000000000004.log").append(b"gh")
+    view.remove("/h/t-0/00000000000000000004.log")
+    view.open("/h/t-0/quarantine/x.log").append(b"ef")
+    view.remove("/h/t-0/quarantine/x.log")
+    view.open("/h/t-0/00000000000000000000.index").append(b"12")
+    view.remove("/h/t-0/00000000000000000000.index")
+    assert disk.removed == [
+        ("/h/t-0/00000000000000000000.log", b"ef"),
+        ("/h/t-0/00000000000000000004.log", b"gh"),
+    ]

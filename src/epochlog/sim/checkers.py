@@ -10,11 +10,18 @@ A history is a list of events (tuples whose first item names the kind):
 
 Record i's value is ``value_of(i)``. Elections in a simulated run are clean, so a
 record once acknowledged, or once handed out (it was below the high watermark), stays.
+``quarantine_complete`` judges the disk instead: what the brokers removed from their
+segments against what their quarantines hold.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import posixpath
+from collections.abc import Callable, Iterator, Mapping, Sequence
+
+from epochlog.protocol.batch import read_header, validate_batch
+from epochlog.protocol.errors import KafkaError
+from epochlog.protocol.records import iter_records
 
 Event = tuple[object, ...]
 History = Sequence[Event]
@@ -74,6 +81,41 @@ def poll_skip_and_rewind(history: History) -> list[str]:
                 problems.append(f"partition {partition}: {kind} {offset}, expected {want}")
             expected[partition] = offset + 1  # type: ignore[operator]
     return problems
+
+
+def quarantine_complete(
+    removed: Sequence[tuple[str, bytes]], quarantined: Mapping[str, Sequence[bytes]]
+) -> list[str]:
+    """Every record a broker removed from a segment (a truncation, a deleted segment)
+    is in that partition's quarantine: truncation keeps aside, never destroys.
+    ``removed``: (segment path, bytes); ``quarantined``: partition folder -> the bytes
+    of each of its quarantine files."""
+    kept: dict[str, set[tuple[int, bytes | None]]] = {}
+    problems = []
+    for path, data in removed:
+        folder = posixpath.dirname(path)
+        if folder not in kept:
+            kept[folder] = {r for q in quarantined.get(folder, ()) for r in _records(q)}
+        for offset, value in _records(data):
+            if (offset, value) not in kept[folder]:
+                problems.append(f"{folder}: offset {offset} ({value!r}) removed, not kept")
+    return problems
+
+
+def _records(data: bytes) -> Iterator[tuple[int, bytes | None]]:
+    """(offset, value) of each record in the whole valid batches at the start of
+    ``data`` (a torn batch, or what follows one, is no record)."""
+    position = 0
+    while position < len(data):
+        try:
+            header = read_header(data, position)
+            validate_batch(data, position)
+        except KafkaError:
+            return
+        batch = data[position : position + header.size]
+        if not header.is_control:
+            yield from ((r.offset, r.value) for r in iter_records(batch))
+        position += header.size
 
 
 def _below(offset: object, divergence: object) -> bool:

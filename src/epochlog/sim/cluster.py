@@ -116,6 +116,14 @@ class SimCluster:
         self.network.isolate(f"b{i}")
         self._metastore_of(i).disconnect(True)
 
+    def split(self, i: int) -> None:
+        """Broker ``i`` loses the other brokers and the metastore but not the clients: a
+        zombie leader that still takes writes it can never commit."""
+        for j in range(len(self.brokers)):
+            if j != i:
+                self.network.partition(f"b{i}", f"b{j}")
+        self._metastore_of(i).disconnect(True)
+
     def heal(self) -> None:
         self.network.heal()
         for i in range(len(self.brokers)):

@@ -65,6 +65,7 @@ class SimDisk:
         self._random = random
         self._files: dict[str, _Stored] = {}
         self._dirs: set[str] = {"/"}
+        self.removed: list[tuple[str, bytes]] = []  # (segment path, bytes removed)
 
     def view(self, root: str) -> DiskView:
         """A Disk seam for one life of a host whose files live under ``root``."""
@@ -128,8 +129,19 @@ class SimDisk:
         return sorted(names)
 
     def remove(self, path: str) -> None:
-        if self._files.pop(_norm(path), None) is None:
+        stored = self._files.pop(_norm(path), None)
+        if stored is None:
             raise FileNotFoundError(path)
+        self.journal_removal(_norm(path), bytes(stored.data))
+
+    def journal_removal(self, path: str, data: bytes) -> None:
+        if data and is_segment(path):
+            self.removed.append((path, data))
+
+    def files_under(self, directory: str) -> list[tuple[str, bytes]]:
+        """(path, bytes) of every file below ``directory``, by path."""
+        prefix = _norm(directory).rstrip("/") + "/"
+        return sorted((p, bytes(f.data)) for p, f in self._files.items() if p.startswith(prefix))
 
     def rename(self, src: str, dst: str) -> None:
         src, dst = _norm(src), _norm(dst)
@@ -166,7 +178,7 @@ class DiskView:
     """The Disk seam of one life of one host."""
 
     def __init__(self, disk: SimDisk, root: str) -> None:
-        self._disk = disk
+        self.disk = disk
         self.root = root
         self.alive = True
 
@@ -176,43 +188,43 @@ class DiskView:
 
     def open(self, path: str) -> SimFile:
         self.check()
-        return SimFile(self, _norm(path), self._disk.open(path))
+        return SimFile(self, _norm(path), self.disk.open(path))
 
     def read_file(self, path: str) -> bytes:
         self.check()
-        return bytes(self._disk.stored(path).data)
+        return bytes(self.disk.stored(path).data)
 
     def write_atomic(self, path: str, data: bytes) -> None:
         self.check()
-        self._disk.write_atomic(path, data)
+        self.disk.write_atomic(path, data)
 
     def exists(self, path: str) -> bool:
         self.check()
-        return self._disk.exists(path)
+        return self.disk.exists(path)
 
     def makedirs(self, path: str) -> None:
         self.check()
-        self._disk.makedirs(path)
+        self.disk.makedirs(path)
 
     def listdir(self, path: str) -> list[str]:
         self.check()
-        return self._disk.listdir(path)
+        return self.disk.listdir(path)
 
     def remove(self, path: str) -> None:
         self.check()
-        self._disk.remove(path)
+        self.disk.remove(path)
 
     def rename(self, src: str, dst: str) -> None:
         self.check()
-        self._disk.rename(src, dst)
+        self.disk.rename(src, dst)
 
     def rmtree(self, path: str) -> None:
         self.check()
-        self._disk.rmtree(path)
+        self.disk.rmtree(path)
 
     def file_size(self, path: str) -> int:
         self.check()
-        return len(self._disk.stored(path).data)
+        return len(self.disk.stored(path).data)
 
 
 class SimFile:
@@ -243,6 +255,7 @@ class SimFile:
 
     def truncate(self, size: int) -> None:
         self._view.check()
+        self._view.disk.journal_removal(self.path, bytes(self._stored.data[size:]))
         self._stored.cut(size)
 
     def fsync(self) -> None:
@@ -257,6 +270,11 @@ class SimFile:
 
     def fileno(self) -> int | None:
         return None
+
+
+def is_segment(path: str) -> bool:
+    """A log segment's data file (quarantine files end in .log too, in their folder)."""
+    return path.endswith(".log") and "/quarantine/" not in path
 
 
 def _norm(path: str) -> str:

@@ -10,8 +10,9 @@ import random
 from dataclasses import dataclass
 
 # kill: SIGKILL on a machine that loses its page cache (sim/disk.py), restarted later;
-# partition: cut from the network and the metastore, a zombie until healed.
-FAULT_KINDS = ("kill", "partition")
+# partition: cut from the network and the metastore, a zombie until healed;
+# split: cut from the other brokers and the metastore only (clients still reach it).
+FAULT_KINDS = ("kill", "partition", "split")
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ The workload is an acks=all producer of keyed records at a steady rate and a con
 of every partition (``auto.offset.reset`` none: it reports truncations, and goes on
 from the divergence offset); the faults come from ``faults.draw_schedule``. After the
 schedule every broker is back, the producer is flushed and the whole log is read once
-more (the "final" read), and ``checkers.check`` judges the history.
+more (the "final" read), and ``checkers.check`` judges the history; what the brokers removed
+from their segments is then checked against their quarantines on the simulated disk.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from epochlog.client.consumer import AsyncConsumer
 from epochlog.client.errors import ClientError, LogTruncationError
 from epochlog.client.producer import AsyncProducer
 from epochlog.sim import checkers
-from epochlog.sim.cluster import SimCluster
+from epochlog.sim.cluster import DATA_DIR, SimCluster
+from epochlog.sim.disk import SimDisk
 from epochlog.sim.faults import FAULT_KINDS, Fault, draw_schedule
 from epochlog.sim.loop import SimClock, run_simulated
 
@@ -65,9 +67,20 @@ def run_seed(
             random.Random(seed), options.faults, options.brokers, options.duration
         )
     result = SimResult(seed, schedule)
-    run_simulated(lambda clock: _run(clock, seed, options, schedule, result.history))
+    disks: list[SimDisk] = []
+    run_simulated(lambda clock: _run(clock, seed, options, schedule, result.history, disks))
     result.findings = checkers.check(result.history)
+    result.findings["quarantine-complete"] = _quarantine_complete(disks[0])
     return result
+
+
+def _quarantine_complete(disk: SimDisk) -> list[str]:
+    quarantined: dict[str, list[bytes]] = {}
+    for path, data in disk.files_under(DATA_DIR):
+        folder, name = path.rsplit("/quarantine/", 1) if "/quarantine/" in path else ("", "")
+        if name.endswith(".log"):
+            quarantined.setdefault(folder, []).append(data)
+    return checkers.quarantine_complete(disk.removed, quarantined)
 
 
 async def _run(
@@ -76,6 +89,7 @@ async def _run(
     options: SimOptions,
     schedule: list[Fault],
     history: list[checkers.Event],
+    disks: list[SimDisk],
 ) -> None:
     settings = {
         "zookeeper.session.timeout.ms": options.session_timeout_ms,
@@ -83,6 +97,7 @@ async def _run(
         "min.insync.replicas": min(2, options.brokers),
     }
     cluster = SimCluster(clock, seed=seed, brokers=options.brokers, settings=settings)
+    disks.append(cluster.disk)
     await cluster.start()
     seams = cluster.seams("client", seed)
     config = {"bootstrap.servers": cluster.bootstrap}
@@ -157,8 +172,8 @@ async def _inject(clock: SimClock, cluster: SimCluster, schedule: list[Fault]) -
             cluster.crash_broker(fault.broker)
             await clock.sleep(fault.lasts)
             restarts.append(asyncio.ensure_future(cluster.start_broker(fault.broker)))
-        elif fault.kind == "partition":
-            cluster.isolate(fault.broker)
+        else:
+            (cluster.isolate if fault.kind == "partition" else cluster.split)(fault.broker)
             await clock.sleep(fault.lasts)
             cluster.heal()
     await asyncio.gather(*restarts)
