@@ -28,6 +28,8 @@ from epochlog.broker.handlers import SUPPORTED, Handler
 from epochlog.broker.server import ProtocolViolation
 from epochlog.protocol.apis import ApiKey
 from epochlog.seams.real import real_seams
+from epochlog.security.principal import ANONYMOUS
+from epochlog.security.session import Session
 
 CASES = int(os.environ.get("EPOCHLOG_FUZZ_CASES", "10000"))
 # A handler may legitimately wait (a long-poll Fetch, a JoinGroup): not longer than this.
@@ -138,6 +140,9 @@ FRAMES = st.one_of(
 )
 
 
+SESSION = Session("PLAINTEXT", "PLAINTEXT", ANONYMOUS, "fuzz")
+
+
 class CapturingConnection:
     peer = "fuzz"
 
@@ -194,7 +199,9 @@ def test_every_request_type_fuzzed_is_answered_or_refused_without_changing_anyth
         """(refused, what was sent)."""
         conn = CapturingConnection()
         try:
-            loop.run_until_complete(asyncio.wait_for(channel.handle(frame, conn), HANDLER_BOUND_S))
+            loop.run_until_complete(
+                asyncio.wait_for(channel.handle(frame, conn, SESSION), HANDLER_BOUND_S)
+            )
         except ProtocolViolation:
             return True, conn
         except TimeoutError:

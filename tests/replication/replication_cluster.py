@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
+import functools
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -32,6 +33,8 @@ from epochlog.replication.replica_manager import ReplicaManager
 from epochlog.replication.settings import ReplicationSettings
 from epochlog.seams import Seams, Server
 from epochlog.seams.real import real_seams
+from epochlog.security.listeners import Listener
+from epochlog.security.principal import PrincipalMapper
 from epochlog.settings.broker import BROKER
 from epochlog.storage.config import LogConfig
 from epochlog.storage.log_manager import LogManager
@@ -96,7 +99,15 @@ class Node:
         self._connections = ConnectionLoop(
             RequestChannel(HANDLERS, self), self.seams.clock, 1 << 30, 600
         )
-        self._server = await self.seams.network.serve("127.0.0.1", 0, self._connections.serve)
+        self._server = await self.seams.network.serve(
+            "127.0.0.1",
+            0,
+            functools.partial(
+                self._connections.serve,
+                listener=Listener("PLAINTEXT", "127.0.0.1", 0),
+                mapper=PrincipalMapper.parse("DEFAULT"),
+            ),
+        )
         self.port = self._server.port
         await self.replica_manager.start()
         self.running = True

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
 import logging
 import os
 import uuid
@@ -21,7 +23,8 @@ from epochlog.metastore import Metastore, open_metastore
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.replication.replica_manager import ReplicaManager
 from epochlog.replication.settings import ReplicationSettings
-from epochlog.seams import Seams, Server
+from epochlog.seams import Seams, Server, Tls, TlsClientNetwork
+from epochlog.security.tls import inter_broker_tls, listener_tls
 from epochlog.storage.config import LogConfig, topic_defaults_from_broker
 from epochlog.storage.log_manager import LogManager, LogManagerSettings
 from epochlog.txn.coordinator import TransactionCoordinator
@@ -49,6 +52,26 @@ class Broker:
         self.config = config
         self.seams = seams
         self.broker_id = config.broker_id
+        # Every SSL listener's key material, read and checked before anything starts.
+        self._listener_tls: dict[str, Tls] = {
+            listener.name: listener_tls(
+                listener.name,
+                config.settings,
+                config.listener_overrides.get(listener.name, {}),
+                seams.disk,
+            )
+            for listener in config.listeners.served
+            if listener.is_tls
+        }
+        # What replica fetchers and transaction markers connect with: the other
+        # brokers' inter-broker listener, over TLS when that listener is SSL.
+        peer_seams = seams
+        inter_broker = config.listeners.inter_broker
+        if inter_broker in self._listener_tls:
+            client_tls = inter_broker_tls(self._listener_tls[inter_broker], config.settings)
+            peer_seams = dataclasses.replace(
+                seams, network=TlsClientNetwork(seams.network, client_tls)
+            )
         self.log_defaults = topic_defaults_from_broker(config.settings)
         self.log_manager = LogManager(
             seams.disk,
@@ -62,7 +85,7 @@ class Broker:
         self.replica_manager = ReplicaManager(
             self.broker_id,
             self.log_manager,
-            seams,
+            peer_seams,
             ReplicationSettings.from_settings(config.settings),
             self._endpoint_of,
             self._propose_isr,
@@ -72,7 +95,7 @@ class Broker:
         )
         self.txn_coordinator = TransactionCoordinator(
             self.replica_manager,
-            seams,
+            peer_seams,
             TransactionSettings.from_settings(config.settings),
             self._allocate_producer_id,
             self._partition_leader,
@@ -81,7 +104,7 @@ class Broker:
         self.store: Metastore | None = None
         self.cluster: ClusterLink | None = None
         self.controller: Controller | None = None
-        self._server: Server | None = None
+        self._servers: dict[str, Server] = {}
         self.request_channel = RequestChannel(HANDLERS, self)
         self._joined = asyncio.Event()
         self._connections = ConnectionLoop(
@@ -97,8 +120,14 @@ class Broker:
 
     @property
     def port(self) -> int:
-        assert self._server is not None, "broker not started"
-        return self._server.port
+        """The first listener's port."""
+        return self.ports[self.config.listeners.served[0].name]
+
+    @property
+    def ports(self) -> dict[str, int]:
+        """Each listener's bound port (port 0 in ``listeners`` picks a free one)."""
+        assert self._servers, "broker not started"
+        return {name: server.port for name, server in self._servers.items()}
 
     def _new_uuid(self) -> uuid.UUID:
         return uuid.UUID(int=self.seams.random.getrandbits(128), version=4)
@@ -111,8 +140,13 @@ class Broker:
         except KafkaError:
             return None
 
-    def _endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
+    def _inter_broker_endpoint(self, broker_id: int) -> BrokerEndpoint | None:
+        """Where another broker listens for brokers (its inter-broker listener)."""
         endpoint = self.metadata_cache.brokers.get(broker_id)
+        return endpoint.on(self.config.listeners.inter_broker) if endpoint else None
+
+    def _endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
+        endpoint = self._inter_broker_endpoint(broker_id)
         return (endpoint.host, endpoint.port) if endpoint else None
 
     async def _propose_isr(
@@ -131,7 +165,7 @@ class Broker:
         state = known.partitions.get(partition) if known is not None else None
         if state is None:
             return TOPIC_GONE
-        endpoint = self.metadata_cache.brokers.get(state.leader)
+        endpoint = self._inter_broker_endpoint(state.leader)
         return (endpoint.node_id, endpoint.host, endpoint.port) if endpoint else None
 
     def topic_log_config(self, configs: dict[str, str]) -> LogConfig:
@@ -178,14 +212,23 @@ class Broker:
                 self.topic_log_config(stored[name].configs) if name in stored else self.log_defaults
             )
         )
-        listener = self.config.listener
-        self._server = await self.seams.network.serve(
-            listener.host, listener.port, self._connections.serve
+        listeners = self.config.listeners
+        for listener in listeners.served:
+            self._servers[listener.name] = await self.seams.network.serve(
+                listener.host,
+                listener.port,
+                functools.partial(
+                    self._connections.serve,
+                    listener=listener,
+                    mapper=self.config.principal_mapper,
+                ),
+                self._listener_tls.get(listener.name),
+            )
+        advertised = tuple(
+            (a.name, a.host, a.port or self._servers[a.name].port) for a in listeners.advertised
         )
-        advertised = self.config.advertised_listener
-        endpoint = BrokerEndpoint(
-            self.broker_id, advertised.host, advertised.port or self._server.port, self.config.rack
-        )
+        _, host, port = next(a for a in advertised if a[0] == listeners.inter_broker)
+        endpoint = BrokerEndpoint(self.broker_id, host, port, self.config.rack, advertised)
         self.endpoint = endpoint
         await self.cluster.join(endpoint, self.store.session_timeout_ms / 1000)
         self.controller = Controller(
@@ -203,10 +246,13 @@ class Broker:
         self._joined.set()
         self._background = asyncio.create_task(self.log_manager.run_background(self._stop))
         log.info(
-            "broker %d serving on %s:%d with log.dirs=%s",
+            "broker %d serving %s with log.dirs=%s",
             self.broker_id,
-            listener.host,
-            self._server.port,
+            ",".join(
+                f"{listener.name}://{listener.host}:{self._servers[listener.name].port}"
+                f" ({listener.security_protocol})"
+                for listener in listeners.served
+            ),
             ",".join(self.config.log_dirs),
         )
 
@@ -220,8 +266,8 @@ class Broker:
         await self.txn_coordinator.stop()
         await self.coordinator.stop()
         await self.replica_manager.stop()
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers.values():
+            server.close()
         for conn in list(self._connections.open_connections):
             conn.close()
         if self.controller is not None:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
+from epochlog.security.listeners import Listeners, split_security_settings
+from epochlog.security.principal import PrincipalMapper
 from epochlog.settings.broker import BROKER
 from epochlog.settings.registry import SettingError, Settings
 
@@ -25,38 +25,38 @@ def parse_properties(text: str) -> dict[str, str]:
     return props
 
 
-@dataclass(frozen=True)
-class Listener:
-    name: str
-    host: str
-    port: int
-
-    @classmethod
-    def parse(cls, setting: str, spec: str) -> Listener:
-        try:
-            parts = urlsplit(spec.strip())
-            port = parts.port
-        except ValueError:
-            port = None
-        if not parts.scheme or port is None:
-            raise SettingError(setting, f"expected NAME://HOST:PORT, got {spec!r}")
-        return cls(parts.scheme.upper(), parts.hostname or "0.0.0.0", port)
-
-
 class BrokerConfig:
     """A broker's settings, parsed once against the registry (epochlog.settings.broker):
     an unknown name or a bad value stops the broker at startup, naming the setting."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(
+        self, settings: Settings, listener_overrides: Mapping[str, Mapping[str, Any]] | None = None
+    ) -> None:
         self.settings = settings
+        # listener.name.<name>.ssl.* by listener name, each value parsed.
+        self.listener_overrides = dict(listener_overrides or {})
         if not self.log_dirs:
             raise SettingError("log.dirs", "at least one log directory is required")
-        self.listener  # noqa: B018 - parses and so validates the setting
-        self.advertised_listener  # noqa: B018
+        self.listeners = Listeners.from_settings(settings)
+        for name in self.listener_overrides:
+            if name not in {listener.name for listener in self.listeners.served}:
+                raise SettingError(f"listener.name.{name.lower()}", f"{name} is not in listeners")
+        self.principal_mapper = PrincipalMapper.parse(settings["ssl.principal.mapping.rules"])
 
     @classmethod
     def from_mapping(cls, given: Mapping[str, object]) -> BrokerConfig:
-        return cls(BROKER.parse(given))
+        """Settings as given; SASL and authorizer settings, which the broker cannot
+        honour yet, are refused here rather than ignored."""
+        plain, overrides = split_security_settings(given)
+        parsed = {
+            listener: {
+                name: BROKER.check(name, value)
+                for name, value in values.items()
+                if value is not None
+            }
+            for listener, values in overrides.items()
+        }
+        return cls(BROKER.parse(plain), parsed)
 
     def __getitem__(self, name: str) -> Any:
         """A setting's typed value."""
@@ -70,17 +70,6 @@ class BrokerConfig:
     def log_dirs(self) -> list[str]:
         dirs = self.settings["log.dirs"] or self.settings["log.dir"]
         return [d.strip() for d in dirs.split(",") if d.strip()]
-
-    @property
-    def listener(self) -> Listener:
-        return Listener.parse("listeners", self.settings["listeners"].split(",")[0])
-
-    @property
-    def advertised_listener(self) -> Listener:
-        advertised = self.settings["advertised.listeners"]
-        if advertised:
-            return Listener.parse("advertised.listeners", advertised.split(",")[0])
-        return self.listener
 
     @property
     def rack(self) -> str | None:

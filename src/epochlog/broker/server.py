@@ -22,6 +22,9 @@ from epochlog.protocol.apis import (
 )
 from epochlog.protocol.errors import KafkaError
 from epochlog.seams import Clock, Connection
+from epochlog.security.listeners import Listener
+from epochlog.security.principal import PrincipalMapper
+from epochlog.security.session import AuthenticationFailed, Session, open_session
 
 log = logging.getLogger("epochlog.server")
 
@@ -42,7 +45,7 @@ class RequestChannel:
         """What this channel serves, by API key (ApiVersions' answer)."""
         return [self._handlers[key].api for key in sorted(self._handlers)]
 
-    async def handle(self, frame: bytes, conn: Connection) -> None:
+    async def handle(self, frame: bytes, conn: Connection, session: Session) -> None:
         api_key, version, correlation_id = _peek(frame)
         handler = self._handlers.get(api_key)
         if handler is None:
@@ -58,7 +61,7 @@ class RequestChannel:
             body = decode_request_body(spec, version, request.body)
         except Exception as exc:  # the library raises many kinds on malformed input
             raise ProtocolViolation(f"malformed {spec.name} v{version}: {exc!r}") from exc
-        response = await handler.handle(self._context, body, version, request)
+        response = await handler.handle(self._context, body, version, request, session)
         if response is None:
             return
         if isinstance(response, RawResponse):
@@ -139,9 +142,11 @@ class ConnectionLoop:
         # cluster, so that nobody is answered from an empty metadata cache.
         self._ready = ready
 
-    async def serve(self, conn: Connection) -> None:
+    async def serve(self, conn: Connection, listener: Listener, mapper: PrincipalMapper) -> None:
+        """Serve one connection accepted on ``listener`` (after its TLS handshake)."""
         self.open_connections[conn] = None
         try:
+            session = open_session(conn, listener, mapper)
             if self._ready is not None:
                 await self._ready.wait()
             while True:
@@ -162,14 +167,14 @@ class ConnectionLoop:
                     )
                     return
                 if self._budget is None:
-                    await self._serve_one(conn, size)
+                    await self._serve_one(conn, size, session)
                     continue
                 await self._budget.acquire(size)
                 try:
-                    await self._serve_one(conn, size)
+                    await self._serve_one(conn, size, session)
                 finally:
                     self._budget.release(size)
-        except ProtocolViolation as exc:
+        except (ProtocolViolation, AuthenticationFailed) as exc:
             log.warning("closing connection from %s: %s", conn.peer, exc)
         except (asyncio.IncompleteReadError, ConnectionError) as exc:
             log.debug("connection from %s closed: %r", conn.peer, exc)
@@ -179,7 +184,7 @@ class ConnectionLoop:
             self.open_connections.pop(conn, None)
             conn.close()
 
-    async def _serve_one(self, conn: Connection, size: int) -> None:
+    async def _serve_one(self, conn: Connection, size: int, session: Session) -> None:
         try:
             # A frame must keep arriving: one stalled mid-way holds buffered bytes.
             async with self._clock.timeout(self._idle_timeout_s):
@@ -188,5 +193,5 @@ class ConnectionLoop:
             raise ProtocolViolation(
                 f"a {size}-byte request did not arrive within connections.max.idle.ms"
             ) from None
-        await self._channel.handle(frame, conn)
+        await self._channel.handle(frame, conn, session)
         await conn.drain()

@@ -27,6 +27,7 @@ from epochlog.demo import add_arguments as add_demo_arguments
 from epochlog.protocol.errors import KafkaError
 from epochlog.seams.real import real_seams
 from epochlog.settings.broker import BROKER
+from epochlog.settings.registry import SettingError
 from epochlog.sim.command import add_sim_arguments
 from epochlog.sim.command import run_from_args as run_sim_from_args
 from epochlog.tools import quarantine
@@ -69,10 +70,11 @@ async def run_broker(config: BrokerConfig) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    print(
-        f"epochlog broker {config.broker_id} listening on {config.listener.host}:{broker.port}",
-        flush=True,
+    served = ", ".join(
+        f"{listener.name}://{listener.host}:{broker.ports[listener.name]}"
+        for listener in config.listeners.served
     )
+    print(f"epochlog broker {config.broker_id} listening on {served}", flush=True)
     await stop.wait()
     await broker.stop()
 
@@ -85,7 +87,11 @@ def _cmd_broker(args: argparse.Namespace) -> int:
         return 2
     configure_logging(args.log_level)
     with asyncio.Runner() as runner:
-        runner.run(run_broker(config))
+        try:
+            runner.run(run_broker(config))
+        except SettingError as exc:  # TLS material is read and checked at startup
+            print(f"epochlog broker: {exc}", file=sys.stderr)
+            return 2
     return 0
 
 
@@ -197,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     broker = sub.add_parser("broker", help="run one broker")
     broker.add_argument("--config", help="a server.properties file (Kafka setting names)")
     broker.add_argument("--broker-id", type=int)
-    broker.add_argument("--listeners", help="PLAINTEXT://HOST:PORT")
+    broker.add_argument("--listeners", help="NAME://HOST:PORT[,NAME://HOST:PORT...]")
     broker.add_argument("--log-dirs", help="comma-separated log directories")
     broker.add_argument(
         "--metastore",

@@ -72,12 +72,32 @@ def encode_json(value: object) -> bytes:
 
 
 def encode_broker(endpoint: BrokerEndpoint) -> bytes:
-    return encode_json({"host": endpoint.host, "port": endpoint.port, "rack": endpoint.rack})
+    """Kafka's registration: host and port, plus every listener as ``NAME://HOST:PORT``."""
+    return encode_json(
+        {
+            "host": endpoint.host,
+            "port": endpoint.port,
+            "rack": endpoint.rack,
+            "endpoints": [f"{name}://{host}:{port}" for name, host, port in endpoint.listeners],
+        }
+    )
+
+
+def _listener(spec: str) -> tuple[str, str, int]:
+    name, _, address = spec.partition("://")
+    host, _, port = address.rpartition(":")
+    return name, host.strip("[]"), int(port)
 
 
 def decode_broker(broker_id: int, data: bytes) -> BrokerEndpoint:
     fields = json.loads(data)
-    return BrokerEndpoint(broker_id, fields["host"], int(fields["port"]), fields.get("rack"))
+    return BrokerEndpoint(
+        broker_id,
+        fields["host"],
+        int(fields["port"]),
+        fields.get("rack"),
+        tuple(_listener(spec) for spec in fields.get("endpoints", [])),
+    )
 
 
 @dataclass

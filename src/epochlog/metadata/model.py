@@ -49,10 +49,25 @@ def topic_name_error(name: str) -> str | None:
 
 @dataclass(frozen=True)
 class BrokerEndpoint:
+    """A live broker: ``host``/``port`` are its inter-broker listener's; ``listeners``
+    every advertised listener as (name, host, port), for clients on each listener."""
+
     node_id: int
     host: str
     port: int
     rack: str | None = None
+    listeners: tuple[tuple[str, str, int], ...] = ()
+
+    def on(self, listener: str) -> BrokerEndpoint | None:
+        """This broker as seen on ``listener`` (Kafka answers a request with the
+        endpoints of the listener it arrived on); None when it has no such listener.
+        A registration without listeners (written before them) is its one endpoint."""
+        if not self.listeners:
+            return self
+        for name, host, port in self.listeners:
+            if name == listener:
+                return BrokerEndpoint(self.node_id, host, port, self.rack, self.listeners)
+        return None
 
 
 @dataclass

@@ -77,8 +77,24 @@ class Disk(Protocol):
     def file_size(self, path: str) -> int: ...
 
 
+@dataclass(frozen=True)
+class Tls:
+    """One side of TLS, as PEM text (read through the Disk seam, checked by
+    ``epochlog.security.tls``): what it presents, what it trusts, what it demands."""
+
+    certificate_chain: bytes = b""  # our certificate then its chain; empty: none
+    private_key: bytes = b""
+    key_password: str = ""
+    trusted: bytes = b""  # CA certificates; empty: the system's (clients only)
+    client_auth: str = "none"  # a server's demand: required, requested or none
+    check_hostname: bool = True  # a client's check that the certificate names the host
+    protocols: tuple[str, ...] = ("TLSv1.2", "TLSv1.3")
+
+
 class Connection(Protocol):
     peer: str
+    # The DER certificate a TLS peer presented and we verified; None otherwise.
+    peer_certificate: bytes | None
 
     async def read_exactly(self, n: int) -> bytes:
         """Raises ConnectionError (or IncompleteRead) when the peer goes away."""
@@ -109,9 +125,31 @@ ConnectionHandler = Callable[[Connection], Awaitable[None]]
 
 
 class Network(Protocol):
-    async def serve(self, host: str, port: int, handler: ConnectionHandler) -> Server: ...
+    async def serve(
+        self, host: str, port: int, handler: ConnectionHandler, tls: Tls | None = None
+    ) -> Server:
+        """Accept connections; with ``tls`` each completes a TLS handshake first (a peer
+        that fails it is closed and never reaches ``handler``)."""
 
-    async def connect(self, host: str, port: int) -> Connection: ...
+    async def connect(self, host: str, port: int, tls: Tls | None = None) -> Connection: ...
+
+
+class TlsClientNetwork:
+    """A Network whose outgoing connections all use one client-side TLS setting: what a
+    client with security.protocol=SSL, or a broker's inter-broker side, hands to code
+    that only knows ``connect(host, port)``."""
+
+    def __init__(self, network: Network, tls: Tls) -> None:
+        self._network = network
+        self._tls = tls
+
+    async def serve(
+        self, host: str, port: int, handler: ConnectionHandler, tls: Tls | None = None
+    ) -> Server:
+        return await self._network.serve(host, port, handler, tls)
+
+    async def connect(self, host: str, port: int, tls: Tls | None = None) -> Connection:
+        return await self._network.connect(host, port, tls or self._tls)
 
 
 class Random(Protocol):

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import random
 import shutil
 import socket
+import ssl
 import time
 from collections.abc import Sequence
 
-from epochlog.seams import Connection, ConnectionHandler, Seams, Server
+from epochlog.seams import Connection, ConnectionHandler, Seams, Server, Tls
+
+log = logging.getLogger("epochlog.network")
 
 SEND_CHUNK = 1 << 20
 
@@ -128,7 +132,8 @@ class OsDisk:
 
 
 class StreamConnection:
-    """A TCP connection over asyncio streams, with zero-copy file sends."""
+    """A TCP connection over asyncio streams, with zero-copy file sends (plain TCP only:
+    TLS encrypts in user space, so a file range is read and written through it)."""
 
     _native_sendfile = True
 
@@ -137,6 +142,11 @@ class StreamConnection:
         self._writer = writer
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        tls = writer.get_extra_info("ssl_object")
+        self._tls = tls is not None
+        self.peer_certificate: bytes | None = (
+            tls.getpeercert(binary_form=True) if tls is not None else None
+        )
         sock = writer.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
@@ -156,14 +166,14 @@ class StreamConnection:
             # The peer left while the response was prepared (a long-poll fetch).
             raise ConnectionResetError("connection closed before the response was sent")
         fd = file.fileno()  # type: ignore[attr-defined]
-        if fd is not None and StreamConnection._native_sendfile:
+        if fd is not None and not self._tls and StreamConnection._native_sendfile:
             loop = asyncio.get_running_loop()
             with os.fdopen(os.dup(fd), "rb", buffering=0) as fobj:
                 try:
                     await loop.sendfile(self._writer.transport, fobj, offset, count, fallback=False)
                     return
                 except (asyncio.SendfileNotAvailableError, NotImplementedError):
-                    # Loops without native sendfile (uvloop, TLS): copy through user space.
+                    # Loops without native sendfile (uvloop): copy through user space.
                     StreamConnection._native_sendfile = False
         end = offset + count
         while offset < end:
@@ -196,9 +206,64 @@ class StreamServer:
         await self._server.wait_closed()
 
 
+_TLS_VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
+_CLIENT_AUTH = {
+    "required": ssl.CERT_REQUIRED,
+    "requested": ssl.CERT_OPTIONAL,
+    "none": ssl.CERT_NONE,
+}
+# A TLS handshake must finish within this; a peer that stalls in it holds a socket.
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
+
+
+def _load_key_pair(context: ssl.SSLContext, tls: Tls) -> None:
+    """The ssl module loads keys only from a path: an anonymous memory file, so the
+    (possibly decrypted) key never lands on a disk."""
+    fd = os.memfd_create("epochlog-tls", os.MFD_CLOEXEC)
+    try:
+        os.write(fd, tls.certificate_chain + b"\n" + tls.private_key)
+        context.load_cert_chain(f"/proc/self/fd/{fd}", password=tls.key_password or None)
+    finally:
+        os.close(fd)
+
+
+def tls_context(tls: Tls, server_side: bool) -> ssl.SSLContext:
+    """An SSLContext for one side of a ``Tls`` setting."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER if server_side else ssl.PROTOCOL_TLS_CLIENT)
+    versions = [_TLS_VERSIONS[p] for p in tls.protocols]
+    context.minimum_version, context.maximum_version = min(versions), max(versions)
+    if tls.certificate_chain:
+        _load_key_pair(context, tls)
+    if tls.trusted:
+        context.load_verify_locations(cadata=tls.trusted.decode("ascii"))
+    elif not server_side:
+        context.load_default_certs(ssl.Purpose.SERVER_AUTH)
+    if server_side:
+        context.verify_mode = _CLIENT_AUTH[tls.client_auth]
+    else:
+        context.check_hostname = tls.check_hostname
+    return context
+
+
 class SocketNetwork:
-    async def serve(self, host: str, port: int, handler: ConnectionHandler) -> Server:
+    def __init__(self) -> None:
+        self._contexts: dict[tuple[Tls, bool], ssl.SSLContext] = {}
+
+    def _context(self, tls: Tls, server_side: bool) -> ssl.SSLContext:
+        """One context per setting and side: building one reads the system's CAs."""
+        key = (tls, server_side)
+        if key not in self._contexts:
+            self._contexts[key] = tls_context(tls, server_side)
+        return self._contexts[key]
+
+    async def serve(
+        self, host: str, port: int, handler: ConnectionHandler, tls: Tls | None = None
+    ) -> Server:
+        context = self._context(tls, server_side=True) if tls is not None else None
+
         async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            if context is not None and not await _handshake(writer, context):
+                return
             await handler(StreamConnection(reader, writer))
 
         server = await asyncio.start_server(
@@ -206,9 +271,32 @@ class SocketNetwork:
         )
         return StreamServer(server)
 
-    async def connect(self, host: str, port: int) -> Connection:
-        reader, writer = await asyncio.open_connection(host, port, limit=1 << 20)
+    async def connect(self, host: str, port: int, tls: Tls | None = None) -> Connection:
+        if tls is None:
+            reader, writer = await asyncio.open_connection(host, port, limit=1 << 20)
+        else:
+            reader, writer = await asyncio.open_connection(
+                host,
+                port,
+                limit=1 << 20,
+                ssl=self._context(tls, server_side=False),
+                server_hostname=host,
+                ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S,
+            )
         return StreamConnection(reader, writer)
+
+
+async def _handshake(writer: asyncio.StreamWriter, context: ssl.SSLContext) -> bool:
+    """The server side of a TLS handshake on an accepted connection; a peer that fails
+    it (plaintext bytes, an untrusted or expired certificate) is logged and closed."""
+    peer = writer.get_extra_info("peername")
+    try:
+        await writer.start_tls(context, ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S)
+        return True
+    except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
+        log.warning("closing connection from %s: TLS handshake failed: %s", peer, exc)
+        writer.close()
+        return False
 
 
 def system_random(seed: int | None) -> random.Random:

@@ -18,6 +18,7 @@ from epochlog.settings.registry import (
     items,
     number,
 )
+from epochlog.settings.security import SECURITY_SETTINGS
 
 SERVER = "Server"
 LOG = "Log defaults (topic settings' server-wide defaults)"
@@ -56,18 +57,6 @@ _SERVER = _section(
     SERVER,
     [
         ("broker.id", integer(0, long=False), 0, "This broker's id in the cluster."),
-        (
-            "listeners",
-            TEXT,
-            "PLAINTEXT://127.0.0.1:9092",
-            "Where the broker listens, NAME://HOST:PORT (the first listener is served).",
-        ),
-        (
-            "advertised.listeners",
-            TEXT,
-            "",
-            "What clients are told to connect to; empty: the listener itself.",
-        ),
         ("log.dirs", TEXT, "", "Comma-separated log directories (required)."),
         ("log.dir", TEXT, "", "The log directory when log.dirs is not set."),
         ("broker.rack", TEXT, "", "The broker's rack, reported in Metadata."),
@@ -561,6 +550,7 @@ BROKER = Registry(
     + _GROUPS
     + _TRANSACTIONS
     + _CONTROLLER
+    + SECURITY_SETTINGS
     + _METASTORE
     + _COMPATIBILITY,
 )

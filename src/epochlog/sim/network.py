@@ -9,11 +9,26 @@ import contextvars
 from collections import deque
 from collections.abc import Callable, Sequence
 
-from epochlog.seams import Clock, Connection, ConnectionHandler, FileHandle, Random, Server
+from epochlog.seams import (
+    Clock,
+    Connection,
+    ConnectionHandler,
+    FileHandle,
+    Random,
+    Server,
+    Tls,
+)
 from epochlog.seams.tasks import BackgroundTasks
 
 Address = tuple[str, int]
 FIRST_PORT = 40000
+
+
+def _refuse_tls(tls: Tls | None) -> None:
+    """The simulated network carries bytes, not TLS: a simulation runs PLAINTEXT
+    listeners only, and says so rather than pretending to encrypt."""
+    if tls is not None:
+        raise NotImplementedError("the simulated network has no TLS: use PLAINTEXT listeners")
 
 
 class SimConnection:
@@ -23,6 +38,7 @@ class SimConnection:
         self._network = network
         self.local = local
         self.peer = f"{peer[0]}:{peer[1]}"
+        self.peer_certificate: bytes | None = None
         self.remote: SimConnection | None = None
         self._buffer = bytearray()
         self._arrived = asyncio.Event()
@@ -143,7 +159,10 @@ class SimNetwork:
     def _cut(self, a: str, b: str) -> bool:
         return (a, b) in self._blocked or bool({a, b} & self._isolated)
 
-    async def serve(self, host: str, port: int, handler: ConnectionHandler) -> Server:
+    async def serve(
+        self, host: str, port: int, handler: ConnectionHandler, tls: Tls | None = None
+    ) -> Server:
+        _refuse_tls(tls)
         if port == 0:
             port = self._next_port
             self._next_port += 1
@@ -160,7 +179,10 @@ class SimNetwork:
         """The network as host ``name`` sees it (its connections come from ``name``)."""
         return HostNetwork(self, name)
 
-    async def connect(self, host: str, port: int, source: str = "client") -> Connection:
+    async def connect(
+        self, host: str, port: int, source: str = "client", tls: Tls | None = None
+    ) -> Connection:
+        _refuse_tls(tls)
         await self._clock.sleep(self.latency_s())
         listener = self._listeners.get((host, port))
         client_host = source
@@ -210,8 +232,10 @@ class HostNetwork:
         self.network = network
         self.name = name
 
-    async def serve(self, host: str, port: int, handler: ConnectionHandler) -> Server:
-        return await self.network.serve(host, port, handler)
+    async def serve(
+        self, host: str, port: int, handler: ConnectionHandler, tls: Tls | None = None
+    ) -> Server:
+        return await self.network.serve(host, port, handler, tls)
 
-    async def connect(self, host: str, port: int) -> Connection:
-        return await self.network.connect(host, port, self.name)
+    async def connect(self, host: str, port: int, tls: Tls | None = None) -> Connection:
+        return await self.network.connect(host, port, self.name, tls)

@@ -1,5 +1,5 @@
 """One module per Kafka API; each declares the versions it serves (``API``) and exposes
-``async handle(broker, request, version, frame)`` returning a response message, a
+``async handle(broker, request, version, frame, session)`` returning a response message, a
 RawResponse, or None when no answer is due. The handler table below is what the broker
 serves and what ApiVersions advertises."""
 
@@ -45,8 +45,9 @@ from epochlog.broker.handlers import (
 )
 from epochlog.broker.handlers.context import HandlerContext
 from epochlog.protocol.apis import ApiSpec, RequestFrame
+from epochlog.security.session import Session
 
-Handle = Callable[[HandlerContext, Any, int, RequestFrame], Awaitable[Any]]
+Handle = Callable[[HandlerContext, Any, int, RequestFrame, Session], Awaitable[Any]]
 
 MODULES = (
     produce,

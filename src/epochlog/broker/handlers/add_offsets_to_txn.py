@@ -13,13 +13,16 @@ from epochlog.broker.responses import fenced_error
 from epochlog.coordinator.hashing import OFFSETS_TOPIC
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
+from epochlog.security.session import Session
 
 API = api(ApiKey.ADD_OFFSETS_TO_TXN, 0, 3)
 
 PRODUCER_FENCED_SINCE = 2
 
 
-async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(
+    broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
+) -> Any:
     if not request.group_id:
         code = ErrorCode.INVALID_GROUP_ID
     else:

@@ -13,6 +13,7 @@ from epochlog.broker.handlers.context import HandlerContext
 from epochlog.broker.responses import fenced_error
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
+from epochlog.security.session import Session
 
 API = api(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 3)
 
@@ -22,7 +23,9 @@ _TopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
 _PartitionResult = _TopicResult.AddPartitionsToTxnPartitionResult
 
 
-async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(
+    broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
+) -> Any:
     wanted = [
         (topic.name, index)
         for topic in request.v3_and_below_topics or []

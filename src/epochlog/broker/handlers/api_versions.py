@@ -9,6 +9,7 @@ from kafka.protocol.metadata import ApiVersionsResponse
 from epochlog.broker.handlers.context import HandlerContext
 from epochlog.protocol.apis import ApiKey, ApiSpec, RequestFrame, api, encode_response
 from epochlog.protocol.errors import ErrorCode
+from epochlog.security.session import Session
 
 API = api(ApiKey.API_VERSIONS, 0, 3)
 
@@ -33,7 +34,9 @@ def unsupported_version_answer(
     return encode_response(API, 0, correlation_id, response)
 
 
-async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(
+    broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
+) -> Any:
     return ApiVersionsResponse(
         error_code=ErrorCode.NONE,
         api_keys=_api_keys(broker.request_channel.apis),

@@ -10,6 +10,7 @@ from epochlog.broker.handlers.context import HandlerContext
 from epochlog.broker.responses import check_partitions_per_request, error_code
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode, KafkaError
+from epochlog.security.session import Session
 
 API = api(ApiKey.CREATE_PARTITIONS, 0, 3)
 
@@ -49,7 +50,9 @@ def _partitions_added(broker: HandlerContext, wanted: Any) -> int:
     return max(0, wanted.count - current)
 
 
-async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(
+    broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
+) -> Any:
     try:
         check_partitions_per_request(
             broker, sum(_partitions_added(broker, t) for t in request.topics)

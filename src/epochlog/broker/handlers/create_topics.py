@@ -10,6 +10,7 @@ from epochlog.broker.handlers.context import HandlerContext
 from epochlog.broker.responses import check_partitions_per_request, error_code
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode, KafkaError
+from epochlog.security.session import Session
 
 API = api(ApiKey.CREATE_TOPICS, 2, 7)
 
@@ -77,7 +78,9 @@ def _refused(wanted: Any, exc: KafkaError) -> Any:
     )
 
 
-async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(
+    broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
+) -> Any:
     validate_only = bool(request.validate_only) if version >= 1 else False
     timeout_s = max(0, request.timeout_ms) / 1000
     try:

@@ -8,11 +8,14 @@ from kafka.protocol.admin import DeleteGroupsResponse
 
 from epochlog.broker.handlers.context import HandlerContext
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
+from epochlog.security.session import Session
 
 API = api(ApiKey.DELETE_GROUPS, 0, 2)
 
 
-async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(
+    broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
+) -> Any:
     results = []
     for group_id in request.groups_names or []:
         code = await broker.coordinator.offsets.delete_group(group_id)

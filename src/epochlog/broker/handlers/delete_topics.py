@@ -11,6 +11,7 @@ from epochlog.broker.handlers.context import HandlerContext
 from epochlog.broker.responses import error_code
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode, KafkaError
+from epochlog.security.session import Session
 
 API = api(ApiKey.DELETE_TOPICS, 1, 6)
 
@@ -39,7 +40,9 @@ async def _delete_one(
     return result
 
 
-async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(
+    broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
+) -> Any:
     if version >= 6:
         wanted = [(t.name, t.topic_id or ZERO_UUID) for t in request.topics]
     else:

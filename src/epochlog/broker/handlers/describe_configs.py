@@ -11,6 +11,7 @@ from kafka.protocol.admin import DescribeConfigsResponse
 from epochlog.broker.handlers.context import HandlerContext
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
+from epochlog.security.session import Session
 from epochlog.settings.broker import BROKER as BROKER_SETTINGS
 from epochlog.settings.registry import Setting
 from epochlog.settings.topic import SYNONYMS
@@ -107,7 +108,9 @@ def _broker_configs(broker: HandlerContext, name: str) -> list[Described] | None
     return described
 
 
-async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(
+    broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
+) -> Any:
     results = []
     for resource in request.resources:
         if resource.resource_type == TOPIC_RESOURCE:

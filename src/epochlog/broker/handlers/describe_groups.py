@@ -8,13 +8,16 @@ from kafka.protocol.admin import DescribeGroupsResponse
 
 from epochlog.broker.handlers.context import HandlerContext
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
+from epochlog.security.session import Session
 
 API = api(ApiKey.DESCRIBE_GROUPS, 0, 5)
 
 Described = DescribeGroupsResponse.DescribedGroup
 
 
-async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(
+    broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
+) -> Any:
     groups = []
     for group_id in request.groups or []:
         d = broker.coordinator.describe(group_id)

@@ -11,6 +11,7 @@ from epochlog.broker.handlers.context import HandlerContext
 from epochlog.broker.responses import error_code
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
+from epochlog.security.session import Session
 
 API = api(ApiKey.DESCRIBE_PRODUCERS, 0, 0)
 
@@ -45,7 +46,9 @@ def _describe(broker: HandlerContext, topic: str, index: int) -> Any:
     return answer
 
 
-async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(
+    broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
+) -> Any:
     return DescribeProducersResponse(
         throttle_time_ms=0,
         topics=[

@@ -9,13 +9,16 @@ from kafka.protocol.admin import DescribeTransactionsResponse
 
 from epochlog.broker.handlers.context import HandlerContext
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
+from epochlog.security.session import Session
 
 API = api(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0)
 
 _State = DescribeTransactionsResponse.TransactionState
 
 
-async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(
+    broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
+) -> Any:
     states = []
     for tid in request.transactional_ids or []:
         error, meta = broker.txn_coordinator.describe(tid)

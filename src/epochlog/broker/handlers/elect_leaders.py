@@ -10,6 +10,7 @@ from kafka.protocol.admin import ElectLeadersResponse
 from epochlog.broker.handlers.context import HandlerContext
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
+from epochlog.security.session import Session
 
 API = api(ApiKey.ELECT_LEADERS, 0, 2)
 
@@ -29,7 +30,9 @@ def _outcome(broker: HandlerContext, topic: str, partition: int) -> tuple[ErrorC
     )
 
 
-async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(
+    broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
+) -> Any:
     election_type = request.election_type if version >= 1 else PREFERRED
     if request.topic_partitions is None:
         wanted = [(t.name, p) for t in broker.metadata_cache.topics() for p in sorted(t.partitions)]

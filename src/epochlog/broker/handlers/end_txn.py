@@ -10,13 +10,16 @@ from kafka.protocol.producer import EndTxnResponse
 from epochlog.broker.handlers.context import HandlerContext
 from epochlog.broker.responses import fenced_error
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
+from epochlog.security.session import Session
 
 API = api(ApiKey.END_TXN, 0, 3)
 
 PRODUCER_FENCED_SINCE = 2
 
 
-async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(
+    broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
+) -> Any:
     code = await broker.txn_coordinator.end_txn(
         request.transactional_id, request.producer_id, request.producer_epoch, request.committed
     )

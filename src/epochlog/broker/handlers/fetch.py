@@ -15,6 +15,7 @@ from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.divergence import fetch_diverges
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.protocol.fetch_response import PartitionData, TopicData, encode_fetch_response
+from epochlog.security.session import Session
 
 API = api(ApiKey.FETCH, 4, 13)
 
@@ -149,7 +150,9 @@ def _read_all(
     return topics, budget, any_error
 
 
-async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(
+    broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
+) -> Any:
     if version >= 7 and request.session_id != 0:
         # Incremental fetch sessions (KIP-227) are not offered: session id 0 in every
         # answer tells clients to keep sending full requests.

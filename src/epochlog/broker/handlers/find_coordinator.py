@@ -16,6 +16,7 @@ from epochlog.coordinator.hashing import OFFSETS_TOPIC, partition_for
 from epochlog.metadata.model import TopicMetadata
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode, KafkaError
+from epochlog.security.session import Session
 from epochlog.txn.partitioning import TRANSACTION_STATE_TOPIC
 
 API = api(ApiKey.FIND_COORDINATOR, 0, 4)
@@ -96,8 +97,9 @@ async def ensure_transaction_state_topic(broker: HandlerContext) -> TopicMetadat
     )
 
 
-async def find(broker: HandlerContext, key: str | None, key_type: int) -> Any:
-    """One coordinator answer (the v4 Coordinator shape; older versions unpack it)."""
+async def find(broker: HandlerContext, key: str | None, key_type: int, listener: str) -> Any:
+    """One coordinator answer (the v4 Coordinator shape; older versions unpack it), its
+    endpoint on the listener the request came through."""
     answer = FindCoordinatorResponse.Coordinator(
         key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.NONE, error_message=None
     )
@@ -117,6 +119,7 @@ async def find(broker: HandlerContext, key: str | None, key_type: int) -> Any:
     if topic is not None and topic.partitions:
         state = topic.partitions.get(partition_for(key, len(topic.partitions)))
     endpoint = broker.metadata_cache.brokers.get(state.leader) if state is not None else None
+    endpoint = endpoint.on(listener) if endpoint is not None else None
     if state is None or state.leader < 0 or endpoint is None:
         answer.error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE
         answer.error_message = "the coordinator is not available"
@@ -125,12 +128,17 @@ async def find(broker: HandlerContext, key: str | None, key_type: int) -> Any:
     return answer
 
 
-async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(
+    broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
+) -> Any:
     key_type = request.key_type if version >= 1 else GROUP_KEY_TYPE
     if version >= 4:
-        answers = [await find(broker, key, key_type) for key in request.coordinator_keys or []]
+        answers = [
+            await find(broker, key, key_type, session.listener)
+            for key in request.coordinator_keys or []
+        ]
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=answers)
-    one = await find(broker, request.key, key_type)
+    one = await find(broker, request.key, key_type, session.listener)
     return FindCoordinatorResponse(
         throttle_time_ms=0,
         error_code=one.error_code,

@@ -8,11 +8,14 @@ from kafka.protocol.consumer import HeartbeatResponse
 
 from epochlog.broker.handlers.context import HandlerContext
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
+from epochlog.security.session import Session
 
 API = api(ApiKey.HEARTBEAT, 0, 4)
 
 
-async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(
+    broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
+) -> Any:
     error = broker.coordinator.membership.heartbeat(
         request.group_id,
         request.generation_id,

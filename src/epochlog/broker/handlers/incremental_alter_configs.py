@@ -11,6 +11,7 @@ from epochlog.broker.handlers.context import HandlerContext
 from epochlog.broker.responses import error_code
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode, KafkaError
+from epochlog.security.session import Session
 
 API = api(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1)
 
@@ -67,7 +68,9 @@ async def _alter(broker: HandlerContext, resource: Any, validate_only: bool) -> 
     return answer
 
 
-async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(
+    broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
+) -> Any:
     return IncrementalAlterConfigsResponse(
         throttle_time_ms=0,
         responses=[

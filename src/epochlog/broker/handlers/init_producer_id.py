@@ -12,6 +12,7 @@ from epochlog.broker.handlers.context import HandlerContext
 from epochlog.broker.responses import fenced_error
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
+from epochlog.security.session import Session
 
 API = api(ApiKey.INIT_PRODUCER_ID, 0, 4)
 
@@ -20,7 +21,9 @@ NO_PRODUCER_ID = -1
 PRODUCER_FENCED_SINCE = 4
 
 
-async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(
+    broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
+) -> Any:
     if request.transactional_id is None:
         # As Kafka does without a transactional id, every request (a recovering
         # producer's epoch bump included) gets a new id at epoch 0, which resets its

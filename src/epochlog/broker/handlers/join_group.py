@@ -9,11 +9,14 @@ from kafka.protocol.consumer import JoinGroupResponse
 from epochlog.broker.handlers.context import HandlerContext
 from epochlog.coordinator.membership import JoinRequest
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
+from epochlog.security.session import Session
 
 API = api(ApiKey.JOIN_GROUP, 0, 7)
 
 
-async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(
+    broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
+) -> Any:
     instance_id = request.group_instance_id if version >= 5 else None
     join = JoinRequest(
         group_id=request.group_id,

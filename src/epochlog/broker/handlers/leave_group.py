@@ -9,11 +9,14 @@ from kafka.protocol.consumer import LeaveGroupResponse
 from epochlog.broker.handlers.context import HandlerContext
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
+from epochlog.security.session import Session
 
 API = api(ApiKey.LEAVE_GROUP, 0, 4)
 
 
-async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(
+    broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
+) -> Any:
     if version >= 3:
         leaving = [(m.member_id or "", m.group_instance_id) for m in request.members or []]
     else:

@@ -8,11 +8,14 @@ from kafka.protocol.admin import ListGroupsResponse
 
 from epochlog.broker.handlers.context import HandlerContext
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
+from epochlog.security.session import Session
 
 API = api(ApiKey.LIST_GROUPS, 0, 4)
 
 
-async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(
+    broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
+) -> Any:
     states = set(request.states_filter or []) if version >= 4 else None
     error, groups = broker.coordinator.list_groups(states)
     return ListGroupsResponse(

@@ -13,6 +13,7 @@ from epochlog.broker.responses import error_code
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.replication.monotonic_list_offsets import offsets_available
+from epochlog.security.session import Session
 
 API = api(ApiKey.LIST_OFFSETS, 1, 7)
 
@@ -79,7 +80,9 @@ def _list_one(broker: HandlerContext, request: Any, topic: str, wanted: Any, ver
     return answer
 
 
-async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(
+    broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
+) -> Any:
     topics = [
         ListOffsetsResponse.ListOffsetsTopicResponse(
             name=topic.name,

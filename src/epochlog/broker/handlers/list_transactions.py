@@ -10,12 +10,15 @@ from kafka.protocol.admin import ListTransactionsResponse
 
 from epochlog.broker.handlers.context import HandlerContext
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
+from epochlog.security.session import Session
 from epochlog.txn.metadata import TxnState
 
 API = api(ApiKey.LIST_TRANSACTIONS, 0, 1)
 
 
-async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(
+    broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
+) -> Any:
     states: set[TxnState] | None = None
     unknown: list[str] = []
     if request.state_filters:

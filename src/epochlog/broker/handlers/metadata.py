@@ -12,6 +12,7 @@ from epochlog.broker.handlers.context import HandlerContext
 from epochlog.metadata.model import TopicMetadata
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
+from epochlog.security.session import Session
 
 API = api(ApiKey.METADATA, 0, 12)
 
@@ -54,7 +55,9 @@ def _error_entry(name: str | None, topic_id: uuid.UUID, code: ErrorCode) -> Any:
     )
 
 
-async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(
+    broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
+) -> Any:
     cache = broker.metadata_cache
     live = set(cache.brokers)
     # v0 asks for every topic with an empty list; later versions with null.
@@ -84,11 +87,14 @@ async def handle(broker: HandlerContext, request: Any, version: int, frame: Requ
     endpoints = dict(cache.brokers)
     if broker.endpoint is not None:
         endpoints.setdefault(broker.broker_id, broker.endpoint)
+    # Each broker as reached on the listener this request came through (Kafka's rule):
+    # a client on the SSL listener is sent to the other brokers' SSL listeners.
+    on_listener = [e for e in (b.on(session.listener) for b in endpoints.values()) if e]
     brokers = [
         MetadataResponse.MetadataResponseBroker(
             node_id=b.node_id, host=b.host, port=b.port, rack=b.rack
         )
-        for b in endpoints.values()
+        for b in on_listener
     ]
     return MetadataResponse(
         throttle_time_ms=0,

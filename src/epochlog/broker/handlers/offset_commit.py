@@ -14,6 +14,7 @@ from epochlog.broker.handlers.context import HandlerContext
 from epochlog.coordinator.commits import CommitRequest
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
+from epochlog.security.session import Session
 
 API = api(ApiKey.OFFSET_COMMIT, 2, 8)
 
@@ -45,7 +46,9 @@ def commit_requests(
     return wanted, answers, order
 
 
-async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(
+    broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
+) -> Any:
     wanted, answers, order = commit_requests(broker, request.topics, version >= 6)
     if wanted or not order:
         answers.update(

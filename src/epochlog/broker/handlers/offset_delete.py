@@ -9,13 +9,16 @@ from kafka.protocol.consumer import OffsetDeleteResponse
 from epochlog.broker.handlers.context import HandlerContext
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
+from epochlog.security.session import Session
 
 API = api(ApiKey.OFFSET_DELETE, 0, 0)
 
 Resp = OffsetDeleteResponse.OffsetDeleteResponseTopic
 
 
-async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(
+    broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
+) -> Any:
     cache = broker.metadata_cache
     order = [(t.name, p.partition_index) for t in request.topics or [] for p in t.partitions or []]
     known = [k for k in order if (t := cache.topic(k[0])) is not None and k[1] in t.partitions]

@@ -12,6 +12,7 @@ from kafka.protocol.consumer import OffsetFetchResponse
 from epochlog.broker.handlers.context import HandlerContext
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
+from epochlog.security.session import Session
 
 API = api(ApiKey.OFFSET_FETCH, 1, 8)
 
@@ -36,7 +37,9 @@ def _by_topic(found: dict) -> dict[str, list[tuple[int, Any]]]:
     return topics
 
 
-async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(
+    broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
+) -> Any:
     stable = version >= 7 and bool(request.require_stable)
     if version >= 8:
         groups = []

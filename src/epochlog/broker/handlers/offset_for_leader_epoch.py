@@ -11,6 +11,7 @@ from epochlog.broker.handlers.context import HandlerContext
 from epochlog.broker.responses import error_code
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
+from epochlog.security.session import Session
 
 API = api(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, 4)
 
@@ -40,7 +41,9 @@ def _end_offset(
     return answer
 
 
-async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(
+    broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
+) -> Any:
     replica_id = request.replica_id if version >= 3 else CONSUMER_REPLICA_ID
     topics = [
         OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult(

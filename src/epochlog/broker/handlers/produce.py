@@ -14,6 +14,7 @@ from epochlog.protocol.batch import read_header
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.protocol.record_validation import RecordErrors
 from epochlog.replication.replica_manager import ACKS_ALL, AckWait
+from epochlog.security.session import Session
 
 API = api(ApiKey.PRODUCE, 3, 9)
 
@@ -91,7 +92,9 @@ def _is_transactional(records: bytes | None) -> bool:
         return False  # the log refuses the batch with its own error
 
 
-async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(
+    broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
+) -> Any:
     acks = request.acks
     responses = []
     waits: list[tuple[Any, AckWait]] = []

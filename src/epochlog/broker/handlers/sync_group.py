@@ -8,11 +8,14 @@ from kafka.protocol.consumer import SyncGroupResponse
 
 from epochlog.broker.handlers.context import HandlerContext
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
+from epochlog.security.session import Session
 
 API = api(ApiKey.SYNC_GROUP, 0, 5)
 
 
-async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(
+    broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
+) -> Any:
     coordinator = broker.coordinator
     error, assignment = await coordinator.membership.sync(
         request.group_id,

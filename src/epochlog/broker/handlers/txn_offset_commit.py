@@ -13,6 +13,7 @@ from epochlog.broker.handlers.context import HandlerContext
 from epochlog.broker.handlers.offset_commit import commit_requests
 from epochlog.coordinator.store import TxnProducer
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
+from epochlog.security.session import Session
 
 API = api(ApiKey.TXN_OFFSET_COMMIT, 0, 3)
 
@@ -20,7 +21,9 @@ _Topic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
 _Partition = _Topic.TxnOffsetCommitResponsePartition
 
 
-async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(
+    broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
+) -> Any:
     wanted, answers, order = commit_requests(broker, request.topics, version >= 2)
     if wanted:
         answers.update(

@@ -16,6 +16,7 @@ from epochlog.coordinator.hashing import OFFSETS_TOPIC
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
 from epochlog.replication.replica_manager import AckWait
+from epochlog.security.session import Session
 
 API = api(ApiKey.WRITE_TXN_MARKERS, 1, 1)
 
@@ -27,7 +28,9 @@ _PartitionResult = _TopicResult.WritableTxnMarkerPartitionResult
 MARKER_TIMEOUT_S = 30.0
 
 
-async def handle(broker: HandlerContext, request: Any, version: int, frame: RequestFrame) -> Any:
+async def handle(
+    broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
+) -> Any:
     rm = broker.replica_manager
     answers: list[tuple[Any, str, int, Any, bool]] = []
     waits: list[tuple[Any, AckWait]] = []

@@ -1,0 +1,37 @@
+"""Who sent a request and through which listener (Kafka's RequestContext): Metadata
+answers with that listener's endpoints, and authorization will judge the principal."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from epochlog.seams import Connection
+from epochlog.security.listeners import Listener
+from epochlog.security.principal import ANONYMOUS, PrincipalMapper, subject_name
+
+
+class AuthenticationFailed(Exception):
+    """The peer's identity cannot be established: its connection is closed."""
+
+
+@dataclass(frozen=True)
+class Session:
+    listener: str
+    security_protocol: str
+    principal: str
+    peer: str
+
+
+def open_session(conn: Connection, listener: Listener, mapper: PrincipalMapper) -> Session:
+    """The session of a new connection on ``listener``: a verified client certificate's
+    subject, mapped by ``ssl.principal.mapping.rules``, else ``User:ANONYMOUS``."""
+    principal = ANONYMOUS
+    if conn.peer_certificate is not None:
+        subject = subject_name(conn.peer_certificate)
+        mapped = mapper.principal(subject)
+        if mapped is None:
+            raise AuthenticationFailed(
+                f"no ssl.principal.mapping.rules rule matches the certificate subject {subject!r}"
+            )
+        principal = mapped
+    return Session(listener.name, listener.security_protocol, principal, conn.peer)
