@@ -30,6 +30,7 @@ from epochlog.client.lookup import (
     list_offsets_request,
 )
 from epochlog.client.metadata import Cluster
+from epochlog.client.security import client_network
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.seams import Seams
 
@@ -77,7 +78,7 @@ class AsyncAdmin(GroupAdmin, TransactionAdmin):
 
     def __init__(self, config: Mapping[str, object], seams: Seams) -> None:
         self.config = parse_config(config, ADMIN)
-        network = seams.network
+        network = client_network(self.config, seams)
         c = self.config
         self._bootstrap = c["bootstrap.servers"]
         self._brokers: dict[int, tuple[str, int]] = {}

@@ -9,6 +9,7 @@ from typing import Any
 
 from epochlog.client.errors import ConfigError
 from epochlog.client.positions import ResetPolicy
+from epochlog.client.security import SECURITY
 from epochlog.protocol import compression
 from epochlog.settings.registry import (
     BOOLEAN,
@@ -58,6 +59,7 @@ COMMON = [
     Setting("retry.backoff.ms", _MS, 100, "First wait before a retry."),
     Setting("retry.backoff.max.ms", _MS, 1000, "Longest wait before a retry (exponential)."),
     Setting("metadata.max.age.ms", _MS, 300000, "Metadata older than this is refreshed."),
+    *SECURITY,
 ]
 
 ADMIN = Registry("Admin client settings", COMMON)

@@ -51,6 +51,7 @@ from epochlog.client.positions import (
     ResetPolicy,
     Target,
 )
+from epochlog.client.security import client_network
 from epochlog.client.transactions import GroupMetadata
 from epochlog.protocol.divergence import Divergence, find_divergence
 from epochlog.protocol.errors import ErrorCode
@@ -95,7 +96,7 @@ class AsyncConsumer:
         self._policy = ResetPolicy(c["auto.offset.reset"])
         self._isolation = READ_COMMITTED if c["isolation.level"] == "read_committed" else 0
         self._cluster = Cluster(
-            self._seams.network,
+            client_network(c, seams),
             self._clock,
             c["bootstrap.servers"],
             c["client.id"],

@@ -22,6 +22,7 @@ from epochlog.client.metadata import Cluster, backoff_seconds
 from epochlog.client.partitioner import Partitioner
 from epochlog.client.produce_batch import RecordMetadata, SendManyResult, _Batch
 from epochlog.client.producer_id import ProducerIds
+from epochlog.client.security import client_network
 from epochlog.client.transactions import TransactionalApi, TransactionManager
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.records import build_batch
@@ -78,7 +79,7 @@ class AsyncProducer(TransactionalApi):
         self._clock = self._seams.clock
         c = self.config
         self._cluster = Cluster(
-            self._seams.network,
+            client_network(c, seams),
             self._clock,
             c["bootstrap.servers"],
             c["client.id"],

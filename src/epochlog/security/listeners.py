@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 from epochlog.settings.registry import SettingError, Settings
 from epochlog.settings.security import SSL_SETTINGS
@@ -18,6 +17,7 @@ SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 SECURITY_PROTOCOLS = (PLAINTEXT, SSL, *SASL_PROTOCOLS)
 
 _SSL_NAMES = frozenset(s.name for s in SSL_SETTINGS)
+_ENDPOINT = re.compile(r"^([A-Za-z0-9_-]+)://(\[[0-9a-fA-F:.]*\]|[^:/\[\]]*):(\d+)$")
 _OVERRIDE = re.compile(r"^listener\.name\.([^.]+)\.(.+)$")
 _NOT_YET = "SASL is not supported yet; the broker refuses to start rather than serve without it"
 _NO_AUTHORIZER = (
@@ -39,15 +39,12 @@ class Listener:
 
 
 def parse_endpoint(setting: str, spec: str) -> tuple[str, str, int]:
-    """``NAME://HOST:PORT`` as (NAME, host, port); an empty host is every interface."""
-    try:
-        parts = urlsplit(spec.strip())
-        port = parts.port
-    except ValueError:
-        port = None
-    if not parts.scheme or port is None:
+    """``NAME://HOST:PORT`` as (NAME, host, port); an empty host is every interface.
+    (Not a URL: listener names such as SASL_SSL are no URL scheme.)"""
+    match = _ENDPOINT.match(spec.strip())
+    if match is None or int(match.group(3)) > 65535:
         raise SettingError(setting, f"expected NAME://HOST:PORT, got {spec!r}")
-    return parts.scheme.upper(), parts.hostname or "0.0.0.0", port
+    return match.group(1).upper(), match.group(2).strip("[]") or "0.0.0.0", int(match.group(3))
 
 
 def _endpoints(setting: str, text: str) -> dict[str, tuple[str, int]]:

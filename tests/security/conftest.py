@@ -1,0 +1,12 @@
+"""Certificates for the security tests, made once per session in a temporary folder."""
+
+from __future__ import annotations
+
+import pytest
+
+from support.certs import Certs, make_certs
+
+
+@pytest.fixture(scope="session")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
+    return make_certs(tmp_path_factory.mktemp("certs"))
