@@ -1,0 +1,185 @@
+"""A broker serving a PLAINTEXT and an SSL listener at once, in process on loopback:
+epochlog's own client over TLS with a client certificate (Fetch's file ranges read and
+written through TLS), Metadata per listener, and each peer TLS must refuse."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+from inprocess_broker import run, running_broker
+from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
+
+from epochlog.broker.broker import Broker
+from epochlog.client import AsyncConsumer, AsyncProducer
+from epochlog.client.admin import AsyncAdmin
+from epochlog.client.connection import BrokerConnection
+from epochlog.client.security import client_network
+from epochlog.seams.real import StreamConnection
+from support.certs import Certs, ssl_listener_settings
+
+TWO_LISTENERS = {
+    "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+}
+
+
+def broker_settings(certs: Certs, client_auth: str = "required") -> dict[str, str]:
+    return {**TWO_LISTENERS, **ssl_listener_settings(certs, client_auth)}
+
+
+def ssl_client(broker: Broker, certs: Certs, cert: Path | None = None, key: Path | None = None):
+    """Client settings for the SSL listener (with a client certificate when given)."""
+    conf = {
+        "bootstrap.servers": f"127.0.0.1:{broker.ports['SSL']}",
+        "security.protocol": "SSL",
+        "ssl.ca.location": str(certs.ca),
+    }
+    if cert is not None and key is not None:
+        conf |= {"ssl.certificate.location": str(cert), "ssl.key.location": str(key)}
+    return conf
+
+
+async def ssl_connection(broker: Broker, conf: dict[str, Any]) -> BrokerConnection:
+    network = client_network(
+        {
+            "security.protocol": "ssl",
+            "ssl.ca.location": conf["ssl.ca.location"],
+            "ssl.certificate.location": conf.get("ssl.certificate.location", ""),
+            "ssl.key.location": conf.get("ssl.key.location", ""),
+            "ssl.key.password": "",
+            "ssl.endpoint.identification.algorithm": "https",
+        },
+        broker.seams,
+    )
+    return await BrokerConnection.open(network, "127.0.0.1", broker.ports["SSL"])
+
+
+async def advertised_ports(conn: BrokerConnection) -> list[int]:
+    answer = await conn.send(MetadataRequest(topics=None, allow_auto_topic_creation=False), 12)
+    return [b.port for b in answer.brokers]
+
+
+def test_epochlogs_client_round_trips_over_ssl_with_a_client_certificate(
+    tmp_path: Path, certs: Certs
+) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path, **broker_settings(certs)) as broker:
+            conf = ssl_client(broker, certs, certs.client_cert, certs.client_key)
+            admin = AsyncAdmin(conf, broker.seams)
+            await admin.create_topic("secure", partitions=1, replication_factor=1)
+            producer = AsyncProducer({**conf, "linger.ms": 5}, broker.seams)
+            values = [b"record-%d-" % i + b"x" * 3000 for i in range(400)]
+            futures = [
+                await producer.send("secure", v, key=b"%d" % i) for i, v in enumerate(values)
+            ]
+            assert await producer.flush(30)
+            assert [f.result().offset for f in futures] == list(range(len(values)))
+            await producer.close()
+            consumer = AsyncConsumer({**conf, "auto.offset.reset": "earliest"}, broker.seams)
+            consumer.assign([("secure", 0)])
+            got: list[Any] = []
+            for _ in range(200):
+                got.extend(await consumer.poll(200))
+                if len(got) >= len(values):
+                    break
+            # Over 1 MB of records came back through the TLS fallback of the file sends.
+            assert [r.value for r in got] == values
+            await consumer.close()
+            await admin.close()
+        # Plaintext connections keep sending file ranges with sendfile.
+        assert StreamConnection._native_sendfile
+
+    run(scenario)
+
+
+def test_metadata_on_each_listener_advertises_that_listeners_endpoints(
+    tmp_path: Path, certs: Certs
+) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path, **broker_settings(certs, "none")) as broker:
+            plain = await BrokerConnection.open(
+                broker.seams.network, "127.0.0.1", broker.ports["PLAINTEXT"]
+            )
+            secure = await ssl_connection(broker, ssl_client(broker, certs))
+            assert await advertised_ports(plain) == [broker.ports["PLAINTEXT"]]
+            assert await advertised_ports(secure) == [broker.ports["SSL"]]
+            await plain.close()
+            await secure.close()
+
+    run(scenario)
+
+
+def _plaintext_api_versions(port: int) -> bytes:
+    """ApiVersions v0 in clear to a TLS port: what the broker sends back (nothing)."""
+    body = struct.pack(">hhih", 18, 0, 7, 4) + b"test"
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(struct.pack(">i", len(body)) + body)
+        received = b""
+        try:
+            while chunk := s.recv(4096):
+                received += chunk
+        except ConnectionResetError:
+            pass
+        return received
+
+
+def test_plaintext_bytes_to_the_ssl_port_are_dropped_and_the_broker_serves_on(
+    tmp_path: Path, certs: Certs
+) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path, **broker_settings(certs)) as broker:
+            port = broker.ports["SSL"]
+            answer = await asyncio.get_running_loop().run_in_executor(
+                None, _plaintext_api_versions, port
+            )
+            # No Kafka response: at most a TLS alert record (content type 21) before close.
+            assert answer == b"" or answer[0] == 21
+            conn = await ssl_connection(
+                broker, ssl_client(broker, certs, certs.client_cert, certs.client_key)
+            )
+            versions = await conn.send(ApiVersionsRequest(), 3)
+            assert versions.error_code == 0
+            await conn.close()
+
+    run(scenario)
+
+
+@pytest.mark.parametrize("which", ["untrusted", "expired", "none"])
+def test_a_client_certificate_the_truststore_does_not_accept_is_refused(
+    tmp_path: Path, certs: Certs, which: str
+) -> None:
+    pair = {
+        "untrusted": (certs.untrusted_cert, certs.untrusted_key),
+        "expired": (certs.expired_cert, certs.expired_key),
+        "none": (None, None),
+    }[which]
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path, **broker_settings(certs)) as broker:
+            conf = ssl_client(broker, certs, *pair)
+            # With TLS 1.3 the client learns of the refusal at its first read.
+            with pytest.raises((ssl.SSLError, ConnectionError)):
+                conn = await ssl_connection(broker, conf)
+                await conn.send(ApiVersionsRequest(), 3)
+            good = await ssl_connection(
+                broker, ssl_client(broker, certs, certs.client_cert, certs.client_key)
+            )
+            assert (await good.send(ApiVersionsRequest(), 3)).error_code == 0
+            await good.close()
+
+    run(scenario)
+
+
+def test_a_client_refuses_a_broker_its_ca_does_not_trust(tmp_path: Path, certs: Certs) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path, **broker_settings(certs, "none")) as broker:
+            conf = {**ssl_client(broker, certs), "ssl.ca.location": str(certs.other_ca)}
+            with pytest.raises(ssl.SSLCertVerificationError):
+                await ssl_connection(broker, conf)
+
+    run(scenario)
