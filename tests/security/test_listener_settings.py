@@ -206,12 +206,3 @@ def test_per_listener_ssl_settings_override_and_are_named_in_refusals(
     )
     assert broker._listener_tls["INTERNAL"].client_auth == "required"
     assert broker._listener_tls["SSL"].client_auth == "none"
-
-
-def test_key_material_is_hidden_from_describe_configs(tmp_path: Path) -> None:
-    from epochlog.settings.registry import ConfigType
-    from epochlog.settings.security import PASSWORD
-
-    c = config(tmp_path, **{"ssl.key.password": "secret"})
-    assert c.settings.text("ssl.key.password") == "[hidden]"
-    assert PASSWORD.config_type == ConfigType.PASSWORD

@@ -21,7 +21,7 @@ from epochlog.client.admin import AsyncAdmin
 from epochlog.client.connection import BrokerConnection
 from epochlog.client.security import client_network
 from epochlog.seams.real import StreamConnection
-from support.certs import Certs, ssl_listener_settings
+from support.certs import KEY_PASSWORD, Certs, ssl_listener_settings
 
 TWO_LISTENERS = {
     "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
@@ -181,5 +181,43 @@ def test_a_client_refuses_a_broker_its_ca_does_not_trust(tmp_path: Path, certs: 
             conf = {**ssl_client(broker, certs), "ssl.ca.location": str(certs.other_ca)}
             with pytest.raises(ssl.SSLCertVerificationError):
                 await ssl_connection(broker, conf)
+
+    run(scenario)
+
+
+def test_describe_configs_reports_keys_and_passwords_as_sensitive_without_values(
+    tmp_path: Path, certs: Certs
+) -> None:
+    from kafka.protocol.admin import DescribeConfigsRequest
+
+    settings = {
+        **TWO_LISTENERS,
+        "ssl.keystore.certificate.chain": certs.server_chain.read_text(),
+        "ssl.keystore.key": certs.server_key_encrypted.read_text(),
+        "ssl.key.password": KEY_PASSWORD,
+    }
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path, **settings) as broker:
+            conn = await BrokerConnection.open(broker.seams.network, "127.0.0.1", broker.port)
+            resource = DescribeConfigsRequest.DescribeConfigsResource(
+                resource_type=4,
+                resource_name="0",
+                configuration_keys=["ssl.keystore.key", "ssl.key.password", "ssl.client.auth"],
+            )
+            answer = await conn.send(
+                DescribeConfigsRequest(
+                    resources=[resource], include_synonyms=True, include_documentation=False
+                ),
+                4,
+            )
+            described = {c.name: c for c in answer.results[0].configs}
+            for secret in ("ssl.keystore.key", "ssl.key.password"):
+                assert described[secret].is_sensitive
+                assert described[secret].value is None
+                assert all(s.value is None for s in described[secret].synonyms)
+            assert not described["ssl.client.auth"].is_sensitive
+            assert described["ssl.client.auth"].value == "none"
+            await conn.close()
 
     run(scenario)

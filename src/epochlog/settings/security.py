@@ -36,7 +36,9 @@ def _parse_secret(name: str, raw: object) -> str:
 
 PROTOCOLS = Kind(ConfigType.LIST, _parse_protocols, "a comma-separated list of TLSv1.2, TLSv1.3")
 # DescribeConfigs reports these as sensitive, without their value (as Kafka does).
-PASSWORD = Kind(ConfigType.PASSWORD, _parse_secret, "a secret", render=lambda _: "[hidden]")
+PASSWORD = Kind(
+    ConfigType.PASSWORD, _parse_secret, "a secret", render=lambda v: "[hidden]" if v else ""
+)
 
 DEFAULT_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
 

@@ -13,7 +13,7 @@ from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
 from epochlog.security.session import Session
 from epochlog.settings.broker import BROKER as BROKER_SETTINGS
-from epochlog.settings.registry import Setting
+from epochlog.settings.registry import ConfigType, Setting
 from epochlog.settings.topic import SYNONYMS
 from epochlog.settings.topic import TOPIC as TOPIC_SETTINGS
 
@@ -41,15 +41,17 @@ class Described:
     def entry(self, with_synonyms: bool, with_documentation: bool) -> Any:
         source = self.synonyms[0][2]
         result = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult
+        # Keys and passwords are reported as set or not, never with their value (Kafka).
+        sensitive = self.setting.kind.config_type == ConfigType.PASSWORD
         return result(
             name=self.setting.name,
-            value=self.value,
+            value=None if sensitive else self.value,
             read_only=self.read_only,
             config_source=source,
             is_default=source == DEFAULT_CONFIG,
-            is_sensitive=False,
+            is_sensitive=sensitive,
             synonyms=[
-                result.DescribeConfigsSynonym(name=n, value=v, source=s)
+                result.DescribeConfigsSynonym(name=n, value=None if sensitive else v, source=s)
                 for n, v, s in self.synonyms
             ]
             if with_synonyms
