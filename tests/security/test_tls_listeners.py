@@ -221,3 +221,55 @@ def test_describe_configs_reports_keys_and_passwords_as_sensitive_without_values
             await conn.close()
 
     run(scenario)
+
+
+def test_ssl_enabled_protocols_bounds_the_tls_versions_the_listener_accepts(
+    tmp_path: Path, certs: Certs
+) -> None:
+    settings = {**broker_settings(certs, "none"), "ssl.enabled.protocols": "TLSv1.3"}
+
+    async def handshake(port: int, version: ssl.TLSVersion) -> str:
+        context = ssl.create_default_context(cafile=str(certs.ca))
+        context.maximum_version = version
+        _, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context)
+        negotiated = writer.get_extra_info("ssl_object").version()
+        writer.close()
+        return negotiated
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path, **settings) as broker:
+            port = broker.ports["SSL"]
+            assert await handshake(port, ssl.TLSVersion.TLSv1_3) == "TLSv1.3"
+            # The broker refuses the handshake (UNSUPPORTED_PROTOCOL) and closes.
+            with pytest.raises((ssl.SSLError, ConnectionResetError)):
+                await handshake(port, ssl.TLSVersion.TLSv1_2)
+
+    run(scenario)
+
+
+@pytest.mark.parametrize("algorithm", ["https", "none"])
+def test_the_client_checks_the_certificate_names_the_broker_unless_told_not_to(
+    tmp_path: Path, certs: Certs, algorithm: str
+) -> None:
+    # The listener presents a certificate issued for "client", not for 127.0.0.1.
+    settings = {
+        **TWO_LISTENERS,
+        "ssl.keystore.certificate.chain": certs.client_cert.read_text(),
+        "ssl.keystore.key": certs.client_key.read_text(),
+    }
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path, **settings) as broker:
+            conf = {
+                **ssl_client(broker, certs),
+                "ssl.endpoint.identification.algorithm": algorithm,
+            }
+            admin = AsyncAdmin({**conf, "request.timeout.ms": 3000}, broker.seams)
+            if algorithm == "https":
+                with pytest.raises((ssl.SSLCertVerificationError, ConnectionError, TimeoutError)):
+                    await admin.describe_cluster([])
+            else:
+                assert list((await admin.describe_cluster([])).brokers) == [0]
+            await admin.close()
+
+    run(scenario)

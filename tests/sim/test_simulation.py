@@ -95,6 +95,26 @@ def test_the_simulated_network_keeps_order_and_a_partition_breaks_connections() 
     assert data == b"".join(b"%010d" % i for i in range(100))
 
 
+def test_the_simulated_network_refuses_tls_rather_than_carry_it_in_clear() -> None:
+    import random
+
+    from epochlog.seams import Tls
+
+    async def main(clock: SimClock) -> None:
+        network = SimNetwork(clock, random.Random(3))
+
+        async def ignore(conn) -> None:  # type: ignore[no-untyped-def]
+            return None
+
+        with pytest.raises(NotImplementedError, match="no TLS"):
+            await network.serve("a", 1, ignore, Tls())
+        await network.serve("a", 1, ignore)
+        with pytest.raises(NotImplementedError, match="no TLS"):
+            await network.host("b").connect("a", 1, Tls())
+
+    run_simulated(main)
+
+
 def test_three_brokers_replicate_in_one_process_on_virtual_time() -> None:
     trace = run_simulated(lambda clock: produce_and_read_back(clock, seed=7, records=500))
     acks = [t for t in trace if t[0] == "ack"]
