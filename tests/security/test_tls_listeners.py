@@ -273,3 +273,47 @@ def test_the_client_checks_the_certificate_names_the_broker_unless_told_not_to(
             await admin.close()
 
     run(scenario)
+
+
+def test_each_request_carries_its_listener_and_the_certificates_principal(
+    tmp_path: Path, certs: Certs
+) -> None:
+    from epochlog.broker.handlers import Handler
+    from epochlog.protocol.apis import ApiKey
+    from epochlog.security.session import Session
+
+    settings = {
+        **broker_settings(certs, "requested"),
+        "ssl.principal.mapping.rules": "RULE:^CN=([^,]*),OU=tests,.*$/$1/U,DEFAULT",
+    }
+    seen: list[Session] = []
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path, **settings) as broker:
+            channel = broker.request_channel
+            original = channel._handlers[ApiKey.API_VERSIONS]
+
+            async def recording(*args: Any) -> Any:
+                seen.append(args[-1])
+                return await original.handle(*args)
+
+            channel._handlers[ApiKey.API_VERSIONS] = Handler(original.api, recording)
+            for conf in (
+                ssl_client(broker, certs, certs.client_cert, certs.client_key),
+                ssl_client(broker, certs),  # requested, not required: none is presented
+            ):
+                conn = await ssl_connection(broker, conf)
+                await conn.send(ApiVersionsRequest(), 3)
+                await conn.close()
+            plain = await BrokerConnection.open(
+                broker.seams.network, "127.0.0.1", broker.ports["PLAINTEXT"]
+            )
+            await plain.send(ApiVersionsRequest(), 3)
+            await plain.close()
+
+    run(scenario)
+    assert [(s.listener, s.security_protocol, s.principal) for s in seen] == [
+        ("SSL", "SSL", "User:CLIENT"),
+        ("SSL", "SSL", "User:ANONYMOUS"),
+        ("PLAINTEXT", "PLAINTEXT", "User:ANONYMOUS"),
+    ]
