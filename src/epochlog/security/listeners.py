@@ -117,9 +117,6 @@ class Listeners:
             )
         return cls(tuple(served), advertised, inter_broker)
 
-    def named(self, name: str) -> Listener:
-        return next(listener for listener in self.served if listener.name == name)
-
 
 def split_security_settings(
     given: Mapping[str, object],
