@@ -206,3 +206,13 @@ def test_per_listener_ssl_settings_override_and_are_named_in_refusals(
     )
     assert broker._listener_tls["INTERNAL"].client_auth == "required"
     assert broker._listener_tls["SSL"].client_auth == "none"
+
+
+def test_a_listener_may_have_its_own_principal_mapping_rules(tmp_path: Path) -> None:
+    two = {"listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0"}
+    own = "listener.name.ssl.ssl.principal.mapping.rules"
+    c = config(tmp_path, **two, **{own: "RULE:^CN=([^,]*),.*$/$1/"})
+    assert c.principal_mappers["SSL"].principal("CN=a,O=b") == "User:a"
+    assert c.principal_mappers["PLAINTEXT"].principal("CN=a,O=b") == "User:CN=a,O=b"
+    with pytest.raises(SettingError, match=f"^{own}: cannot parse the rule at 'BAD'"):
+        config(tmp_path, **two, **{own: "BAD"})

@@ -68,7 +68,10 @@ class Broker:
         peer_seams = seams
         inter_broker = config.listeners.inter_broker
         if inter_broker in self._listener_tls:
-            client_tls = inter_broker_tls(self._listener_tls[inter_broker], config.settings)
+            algorithm, _ = config.listener_setting(
+                inter_broker, "ssl.endpoint.identification.algorithm"
+            )
+            client_tls = inter_broker_tls(self._listener_tls[inter_broker], algorithm == "https")
             peer_seams = dataclasses.replace(
                 seams, network=TlsClientNetwork(seams.network, client_tls)
             )
@@ -220,7 +223,7 @@ class Broker:
                 functools.partial(
                     self._connections.serve,
                     listener=listener,
-                    mapper=self.config.principal_mapper,
+                    mapper=self.config.principal_mappers[listener.name],
                 ),
                 self._listener_tls.get(listener.name),
             )

@@ -10,6 +10,8 @@ from epochlog.security.principal import PrincipalMapper
 from epochlog.settings.broker import BROKER
 from epochlog.settings.registry import SettingError, Settings
 
+RULES = "ssl.principal.mapping.rules"
+
 
 def parse_properties(text: str) -> dict[str, str]:
     """Java-properties subset: ``key=value`` or ``key: value`` lines, ``#``/``!`` comments."""
@@ -41,7 +43,11 @@ class BrokerConfig:
         for name in self.listener_overrides:
             if name not in {listener.name for listener in self.listeners.served}:
                 raise SettingError(f"listener.name.{name.lower()}", f"{name} is not in listeners")
-        self.principal_mapper = PrincipalMapper.parse(settings["ssl.principal.mapping.rules"])
+        # Each listener's ssl.principal.mapping.rules (its own, or the broker's).
+        self.principal_mappers = {
+            listener.name: PrincipalMapper.parse(*self.listener_setting(listener.name, RULES))
+            for listener in self.listeners.served
+        }
 
     @classmethod
     def from_mapping(cls, given: Mapping[str, object]) -> BrokerConfig:
@@ -57,6 +63,13 @@ class BrokerConfig:
             for listener, values in overrides.items()
         }
         return cls(BROKER.parse(plain), parsed)
+
+    def listener_setting(self, listener: str, name: str) -> tuple[Any, str]:
+        """(value, name to report) of a setting a listener may override."""
+        overrides = self.listener_overrides.get(listener, {})
+        if name in overrides:
+            return overrides[name], f"listener.name.{listener.lower()}.{name}"
+        return self.settings[name], name
 
     def __getitem__(self, name: str) -> Any:
         """A setting's typed value."""

@@ -13,7 +13,6 @@ from cryptography import x509
 from epochlog.settings.registry import SettingError
 
 ANONYMOUS = "User:ANONYMOUS"
-_SETTING = "ssl.principal.mapping.rules"
 _RULE = re.compile(r"\s*(DEFAULT|RULE:((?:\\.|[^\\/])*)/((?:\\.|[^\\/])*)/([LU]?))\s*(,|$)")
 
 
@@ -68,25 +67,27 @@ class PrincipalMapper:
         self._rules = rules
 
     @classmethod
-    def parse(cls, text: str) -> PrincipalMapper:
+    def parse(cls, text: str, setting: str = "ssl.principal.mapping.rules") -> PrincipalMapper:
+        """The rules of ``setting`` (named in a refusal: a listener's own rules are
+        ``listener.name.<listener>.ssl.principal.mapping.rules``)."""
         rules: list[_Rule] = []
         position = 0
         text = text.strip()
         while position < len(text):
             match = _RULE.match(text, position)
             if match is None or match.end() == position:
-                raise SettingError(_SETTING, f"cannot parse the rule at {text[position:]!r}")
+                raise SettingError(setting, f"cannot parse the rule at {text[position:]!r}")
             if match.group(1) == "DEFAULT":
                 rules.append(_Rule(None))
             else:
                 try:
                     pattern = re.compile(match.group(2))
                 except re.error as exc:
-                    raise SettingError(_SETTING, f"bad pattern {match.group(2)!r}: {exc}") from None
+                    raise SettingError(setting, f"bad pattern {match.group(2)!r}: {exc}") from None
                 rules.append(_Rule(pattern, _replacement(match.group(3)), match.group(4)))
             position = match.end()
         if not rules:
-            raise SettingError(_SETTING, "expected at least one rule (DEFAULT keeps the name)")
+            raise SettingError(setting, "expected at least one rule (DEFAULT keeps the name)")
         return cls(rules)
 
     def principal(self, subject: str) -> str | None:

@@ -169,15 +169,16 @@ def listener_tls(
     )
 
 
-def inter_broker_tls(server: Tls, settings: Mapping[str, object]) -> Tls:
+def inter_broker_tls(server: Tls, check_hostname: bool) -> Tls:
     """The client side of a broker's connections to the inter-broker listener of the
     others: their certificates are checked against the same truststore (the system's
-    when none is set), and its own keystore is presented as its client certificate."""
+    when none is set), their names too unless ssl.endpoint.identification.algorithm is
+    empty, and its own keystore is presented as its client certificate."""
     return Tls(
         certificate_chain=server.certificate_chain,
         private_key=server.private_key,
         key_password=server.key_password,
         trusted=server.trusted,
-        check_hostname=settings["ssl.endpoint.identification.algorithm"] == "https",
+        check_hostname=check_hostname,
         protocols=server.protocols,
     )
