@@ -1,9 +1,12 @@
 """A 3-broker cluster whose inter-broker listener is SSL with client certificates
 required: followers fetch from their leaders over TLS, acks=all holds across the
-SIGKILL of the leader, and clients on the SSL listener read back every record."""
+SIGKILL of the leader, transaction markers reach every partition leader, and clients
+on the SSL listener read back every record."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import confluent_kafka as ck
@@ -26,6 +29,46 @@ def established_to(port: int) -> int:
     return count
 
 
+@contextmanager
+def ssl_cluster(tmp_path: Path) -> Iterator[tuple[Cluster, dict[int, int], dict[str, str]]]:
+    """The cluster (PLAINTEXT kept for the harness's own requests), each broker's SSL
+    port, and librdkafka settings for its SSL listener with a client certificate."""
+    certs = make_certs(tmp_path / "certs")
+    settings = {**ssl_listener_settings(certs), "inter.broker.listener.name": "SSL"}
+    cluster = Cluster(tmp_path, f"sqlite://{tmp_path}/metastore.db", 3, settings)
+    ssl_ports = {}
+    for broker in cluster.brokers:
+        ssl_ports[broker.broker_id] = free_port()
+        broker.settings["listeners"] = (
+            f"PLAINTEXT://127.0.0.1:{broker.port},SSL://127.0.0.1:{ssl_ports[broker.broker_id]}"
+        )
+    conf = {
+        "bootstrap.servers": ",".join(f"127.0.0.1:{p}" for p in ssl_ports.values()),
+        "security.protocol": "SSL",
+        "ssl.ca.location": str(certs.ca),
+        "ssl.certificate.location": str(certs.client_cert),
+        "ssl.key.location": str(certs.client_key),
+    }
+    try:
+        yield cluster.start(), ssl_ports, conf
+    finally:
+        cluster.close()
+
+
+def consume(conf: dict[str, str], count: int, **extra: str) -> list[bytes]:
+    consumer = ck.Consumer({**conf, "auto.offset.reset": "earliest", **extra})
+    consumer.subscribe([TOPIC])
+    got: list[bytes] = []
+    for _ in range(120):
+        for message in consumer.consume(1000, 1.0):
+            assert message.error() is None, message.error()
+            got.append(message.value())
+        if len(got) >= count:
+            break
+    consumer.close()
+    return got
+
+
 def produce(conf: dict[str, str], values: list[bytes]) -> None:
     producer = ck.Producer({**conf, "acks": "all", "enable.idempotence": True})
     errors: list[str] = []
@@ -40,28 +83,11 @@ def produce(conf: dict[str, str], values: list[bytes]) -> None:
 def test_a_cluster_replicates_and_elects_over_its_ssl_inter_broker_listener(
     tmp_path: Path,
 ) -> None:
-    certs = make_certs(tmp_path / "certs")
-    settings = {**ssl_listener_settings(certs), "inter.broker.listener.name": "SSL"}
-    cluster = Cluster(tmp_path, f"sqlite://{tmp_path}/metastore.db", 3, settings)
-    ssl_ports = {}
-    for broker in cluster.brokers:
-        ssl_ports[broker.broker_id] = free_port()
-        broker.settings["listeners"] = (
-            f"PLAINTEXT://127.0.0.1:{broker.port},SSL://127.0.0.1:{ssl_ports[broker.broker_id]}"
-        )
-    try:
-        cluster.start()
+    with ssl_cluster(tmp_path) as (cluster, ssl_ports, conf):
         cluster.create_topic(TOPIC, partitions=1, replication=3, min_insync_replicas="2")
         leader, epoch = cluster.leader(TOPIC)
         # Both followers hold a fetch connection to the leader's SSL listener.
         eventually(lambda: established_to(ssl_ports[leader]) >= 2, 30, "fetchers over TLS")
-        conf = {
-            "bootstrap.servers": ",".join(f"127.0.0.1:{p}" for p in ssl_ports.values()),
-            "security.protocol": "SSL",
-            "ssl.ca.location": str(certs.ca),
-            "ssl.certificate.location": str(certs.client_cert),
-            "ssl.key.location": str(certs.client_key),
-        }
         before = [b"before-%d" % i for i in range(1000)]
         produce(conf, before)
         eventually(
@@ -80,17 +106,27 @@ def test_a_cluster_replicates_and_elects_over_its_ssl_inter_broker_listener(
         )
         after = [b"after-%d" % i for i in range(500)]
         produce(conf, after)
+        assert consume(conf, len(before) + len(after), **{"group.id": "tls-readers"}) == (
+            before + after
+        )
 
-        consumer = ck.Consumer({**conf, "group.id": "tls-readers", "auto.offset.reset": "earliest"})
-        consumer.subscribe([TOPIC])
-        got: list[bytes] = []
-        for _ in range(120):
-            for message in consumer.consume(1000, 1.0):
-                assert message.error() is None, message.error()
-                got.append(message.value())
-            if len(got) >= len(before) + len(after):
-                break
-        consumer.close()
-        assert got == before + after
-    finally:
-        cluster.close()
+
+def test_transaction_markers_reach_every_partition_leader_over_tls(tmp_path: Path) -> None:
+    with ssl_cluster(tmp_path) as (cluster, _, conf):
+        # One partition led by each broker: whichever coordinates the transaction, its
+        # markers go to the two others over their SSL listeners.
+        cluster.create_topic(TOPIC, assignment=[[0, 1, 2], [1, 2, 0], [2, 0, 1]])
+        producer = ck.Producer({**conf, "transactional.id": "tls-txn"})
+        producer.init_transactions(60)
+        producer.begin_transaction()
+        values = [b"txn-%d" % i for i in range(30)]
+        for i, value in enumerate(values):
+            producer.produce(TOPIC, value=value, partition=i % 3)
+        producer.commit_transaction(60)
+        # read_committed reads past the records only once each partition has its marker.
+        got = consume(
+            conf,
+            len(values),
+            **{"group.id": "tls-txn-readers", "isolation.level": "read_committed"},
+        )
+        assert sorted(got) == sorted(values)
