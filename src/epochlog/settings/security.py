@@ -4,6 +4,8 @@ cannot honour (SASL, authorizers) is refused there at startup, never ignored."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from epochlog.settings.registry import TEXT, ConfigType, Kind, Setting, SettingError, choice
 
 LISTENERS = "Listeners and TLS"
@@ -120,7 +122,7 @@ SSL_SETTINGS = [
     ),
     Setting(
         "ssl.endpoint.identification.algorithm",
-        choice("https", "", case_sensitive=False),
+        dataclasses.replace(choice("https", "", case_sensitive=False), accepts="https or empty"),
         "https",
         "https: this broker checks another broker's certificate names the host it "
         "connects to; empty: no check.",
