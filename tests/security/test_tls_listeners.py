@@ -317,3 +317,50 @@ def test_each_request_carries_its_listener_and_the_certificates_principal(
         ("SSL", "SSL", "User:ANONYMOUS"),
         ("PLAINTEXT", "PLAINTEXT", "User:ANONYMOUS"),
     ]
+
+
+def _client_hello() -> bytes:
+    """The first flight of a real TLS client (its ClientHello record)."""
+    context = ssl.create_default_context()
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = context.wrap_bio(incoming, outgoing, server_hostname="localhost")
+    with pytest.raises(ssl.SSLWantReadError):
+        tls.do_handshake()
+    return outgoing.read()
+
+
+def _send_and_drain(port: int, payload: bytes) -> None:
+    with socket.create_connection(("127.0.0.1", port), timeout=15) as s:
+        s.sendall(payload)
+        s.shutdown(socket.SHUT_WR)
+        try:
+            while s.recv(4096):
+                pass
+        except ConnectionResetError:
+            pass
+
+
+def test_random_and_truncated_handshakes_leave_the_broker_serving(
+    tmp_path: Path, certs: Certs
+) -> None:
+    import random
+
+    rng = random.Random(12)
+    hello = _client_hello()
+    payloads = [bytes(rng.getrandbits(8) for _ in range(rng.randint(1, 2048))) for _ in range(20)]
+    payloads += [hello[: rng.randint(1, len(hello) - 1)] for _ in range(20)]
+    # A well-formed TLS record header announcing far more than follows.
+    payloads += [b"\x16\x03\x01\xff\xff" + hello[5:], b"\x16\x03\x03\x00\x00"]
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path, **broker_settings(certs)) as broker:
+            loop = asyncio.get_running_loop()
+            for payload in payloads:
+                await loop.run_in_executor(None, _send_and_drain, broker.ports["SSL"], payload)
+            conn = await ssl_connection(
+                broker, ssl_client(broker, certs, certs.client_cert, certs.client_key)
+            )
+            assert (await conn.send(ApiVersionsRequest(), 3)).error_code == 0
+            await conn.close()
+
+    run(scenario)
