@@ -53,6 +53,7 @@ class BrokerConfig:
             raise SettingError("log.dirs", "at least one log directory is required")
         self.listener  # noqa: B018 - parses and so validates the setting
         self.advertised_listener  # noqa: B018
+        self.metrics_listener  # noqa: B018
 
     @classmethod
     def from_mapping(cls, given: Mapping[str, object]) -> BrokerConfig:
@@ -81,6 +82,17 @@ class BrokerConfig:
         if advertised:
             return Listener.parse("advertised.listeners", advertised.split(",")[0])
         return self.listener
+
+    @property
+    def metrics_listener(self) -> Listener | None:
+        """Where Prometheus scrapes ``/metrics``; None when not served."""
+        spec = self.settings["metrics.listener"]
+        if not spec:
+            return None
+        listener = Listener.parse("metrics.listener", spec)
+        if listener.name != "HTTP":
+            raise SettingError("metrics.listener", f"expected http://HOST:PORT, got {spec!r}")
+        return listener
 
     @property
     def rack(self) -> str | None:

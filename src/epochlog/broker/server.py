@@ -11,6 +11,7 @@ from typing import Any
 from epochlog.broker.handlers import Handler
 from epochlog.broker.handlers.api_versions import unsupported_version_answer
 from epochlog.broker.responses import RawResponse
+from epochlog.metrics.requests import RequestMetrics
 from epochlog.protocol.apis import (
     ApiKey,
     ApiSpec,
@@ -20,6 +21,7 @@ from epochlog.protocol.apis import (
     encode_response_header,
     peek_header,
 )
+from epochlog.protocol.error_codes import error_codes
 from epochlog.protocol.errors import KafkaError
 from epochlog.seams import Clock, Connection
 
@@ -31,11 +33,16 @@ class ProtocolViolation(Exception):
 
 
 class RequestChannel:
-    """Decodes one frame, runs its handler, and sends what it answers."""
+    """Decodes one frame, runs its handler, and sends what it answers; counts each
+    answered request (``metrics.requests``) once it is written."""
 
-    def __init__(self, handlers: dict[int, Handler], context: Any) -> None:
+    def __init__(
+        self, handlers: dict[int, Handler], context: Any, clock: Clock, metrics: RequestMetrics
+    ) -> None:
         self._handlers = handlers
         self._context = context
+        self._clock = clock
+        self.metrics = metrics
 
     @property
     def apis(self) -> list[ApiSpec]:
@@ -58,15 +65,20 @@ class RequestChannel:
             body = decode_request_body(spec, version, request.body)
         except Exception as exc:  # the library raises many kinds on malformed input
             raise ProtocolViolation(f"malformed {spec.name} v{version}: {exc!r}") from exc
+        started = self._clock.monotonic()
         response = await handler.handle(self._context, body, version, request)
         if response is None:
-            return
-        if isinstance(response, RawResponse):
+            errors: list[int] = []
+        elif isinstance(response, RawResponse):
             flexible = spec.is_flexible(version)
             header = encode_response_header(correlation_id, flexible)
             await _send_raw(conn, header, response)
+            errors = response.error_codes
         else:
             conn.writelines(encode_response(spec, version, correlation_id, response))
+            errors = list(error_codes(response))
+        elapsed_ms = (self._clock.monotonic() - started) * 1000
+        self.metrics.answered(spec.name, version, elapsed_ms, errors)
 
 
 def _peek(frame: bytes) -> tuple[int, int, int]:

@@ -68,6 +68,13 @@ _SERVER = _section(
             "",
             "What clients are told to connect to; empty: the listener itself.",
         ),
+        (
+            "metrics.listener",
+            TEXT,
+            "",
+            "epochlog's own: where the broker serves Prometheus text at /metrics, "
+            "http://HOST:PORT (port 0: any free port); empty: not served.",
+        ),
         ("log.dirs", TEXT, "", "Comma-separated log directories (required)."),
         ("log.dir", TEXT, "", "The log directory when log.dirs is not set."),
         ("broker.rack", TEXT, "", "The broker's rack, reported in Metadata."),
