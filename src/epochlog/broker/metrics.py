@@ -219,7 +219,7 @@ class BrokerCollector(Collector):
         yield CounterMetricFamily(
             "epochlog_group_offsets_expired",
             "Committed offsets expired under KIP-211's rules.",
-            value=self._coordinator.offsets_expired,
+            value=self._coordinator.offsets.expired,
         )
 
 

@@ -76,7 +76,7 @@ class RequestChannel:
             errors = response.error_codes
         else:
             conn.writelines(encode_response(spec, version, correlation_id, response))
-            errors = list(error_codes(response))
+            errors = list(error_codes(response, version))
         elapsed_ms = (self._clock.monotonic() - started) * 1000
         self.metrics.answered(spec.name, version, elapsed_ms, errors)
 

@@ -63,8 +63,6 @@ class GroupCoordinator:
         self._wake = Signal()
         self._task: asyncio.Task[None] | None = None
         self._stopped = False
-        # Committed offsets expired under KIP-211's rules since the broker started.
-        self.offsets_expired = 0
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -91,7 +89,7 @@ class GroupCoordinator:
                 upcoming = self.membership.tick()
                 if self.clock.monotonic() >= next_expiry:
                     next_expiry = self.clock.monotonic() + interval_s
-                    self.offsets_expired += await self.offsets.expire()
+                    await self.offsets.expire()
             except Exception:
                 log.exception("group coordinator tick failed")
                 upcoming = self.clock.monotonic() + 1.0
