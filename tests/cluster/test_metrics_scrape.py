@@ -124,7 +124,9 @@ def test_metrics_move_as_a_produce_fetch_leader_kill_and_unclean_election_happen
             30,
             "the leader to report the partition under-replicated",
         )
-        assert metrics(leader).value("kafka_server_replicamanager_isrshrinks_total") == shrinks + 1
+        # At least the lagging replica's removal (on a loaded machine a follower may
+        # also fall behind the lag time for a moment and be dropped and taken back).
+        assert metrics(leader).value("kafka_server_replicamanager_isrshrinks_total") > shrinks
         assert cluster.produce(leader, TOPIC, LOST) == (0, len(FIRST))
         assert metrics(leader).value(MESSAGES_IN, topic=TOPIC) == OLD_END
 

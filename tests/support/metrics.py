@@ -44,7 +44,7 @@ def scrape(port: int, path: str = "/metrics") -> Samples:
     """One GET from a broker process (blocking: for brokers in other processes)."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as answer:
         assert answer.status == 200
-        assert answer.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        assert answer.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
         return Samples(answer.read().decode())
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import choose_encoder
 
 from epochlog.seams import Clock, Connection, Network, Server
 
@@ -73,8 +74,8 @@ class MetricsEndpoint:
         headers = {}
         for line in lines[1:]:
             name, _, value = line.partition(":")
-            headers[name.strip().lower()] = value.strip().lower()
-        connection = headers.get("connection", "")
+            headers[name.strip().lower()] = value.strip()
+        connection = headers.get("connection", "").lower()
         keep_alive = connection != "close" and (
             http_version == "HTTP/1.1" or connection == "keep-alive"
         )
@@ -84,8 +85,10 @@ class MetricsEndpoint:
         elif target.split("?", 1)[0] != PATH:
             status, body = "404 Not Found", b"metrics are at /metrics\n"
         else:
-            status, body = "200 OK", generate_latest(self._registry)
-            content_type = CONTENT_TYPE_LATEST
+            # The format the scraper accepts (Prometheus' text 0.0.4 when it names none),
+            # as prometheus_client's own server negotiates it.
+            encoder, content_type = choose_encoder(headers.get("accept", ""))
+            status, body = "200 OK", encoder(self._registry)
         response = (
             f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\n"
             f"Content-Length: {len(body)}\r\n"
