@@ -4,6 +4,8 @@ counts the collector renders, at the places they are kept."""
 
 from __future__ import annotations
 
+import json
+import re
 import uuid
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,9 @@ from epochlog.storage.log import Log
 from support.metrics import Samples, http_get, scrape_async
 
 TOPIC = "t"
+# A counter's, summary's or histogram's samples add these to the family's name.
+SAMPLE_SUFFIX = r"_(total|count|sum|bucket)$"
+DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "epochlog.json"
 SETTINGS = {
     "metrics_listener": "http://127.0.0.1:0",
     "offsets.topic.num.partitions": "1",
@@ -177,9 +182,28 @@ def test_group_state_and_committed_offset_lag(tmp_path: Path) -> None:
             lag = "epochlog_group_committed_offset_lag"
             assert s.value(lag, group="g", topic=TOPIC, partition="0") == 3
             assert s.value("epochlog_group_offsets_expired_total") == 0
+            # Every metric the Grafana dashboard queries is one this broker serves.
+            served = set(s.types)
+            assert {
+                name
+                for name in dashboard_metrics()
+                if name not in served and re.sub(SAMPLE_SUFFIX, "", name) not in served
+            } == set()
             await conn.close()
 
     run(scenario)
+
+
+def dashboard_metrics() -> set[str]:
+    """The metrics the dashboard's queries name."""
+    exprs = [
+        target["expr"]
+        for panel in json.loads(DASHBOARD.read_text())["panels"]
+        for target in panel.get("targets", [])
+    ]
+    names = {n for e in exprs for n in re.findall(r"\b(?:kafka|epochlog)_\w+", e)}
+    assert len(names) > 20, names
+    return names
 
 
 def test_the_endpoint_keeps_connections_alive_and_serves_only_metrics(tmp_path: Path) -> None:
