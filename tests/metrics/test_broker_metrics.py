@@ -17,6 +17,8 @@ from kafka.protocol.producer import ProduceResponse
 from broker.inprocess_broker import batch, connect, produce, run, running_broker
 from epochlog.broker.broker import Broker
 from epochlog.client.connection import BrokerConnection
+from epochlog.metadata import layout
+from epochlog.metadata.layout import TopicNode
 from epochlog.metadata.model import PartitionState
 from epochlog.protocol.error_codes import error_codes
 from epochlog.protocol.errors import ErrorCode
@@ -137,6 +139,7 @@ def test_produce_fetch_and_fenced_reads_show_in_the_scrape_exactly(tmp_path: Pat
             assert s.value(fenced_total, request="Fetch", error="UNKNOWN_LEADER_EPOCH") == 1
             assert s.value(fenced_total, request="ListOffsets", error="UNKNOWN_LEADER_EPOCH") == 1
             assert s.total("epochlog_offset_not_available_total") == 0
+            assert s.value("epochlog_stale_metadata_refusals_total") == 0
             await conn.close()
 
     run(scenario)
@@ -190,6 +193,28 @@ def test_group_state_and_committed_offset_lag(tmp_path: Path) -> None:
                 if name not in served and re.sub(SAMPLE_SUFFIX, "", name) not in served
             } == set()
             await conn.close()
+
+    run(scenario)
+
+
+def test_a_topic_state_from_a_deposed_controller_is_refused_and_counted(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path, **SETTINGS) as broker:
+            assert broker.metrics_port and broker.store
+            await broker.create_topic(TOPIC, 1, 1, {})
+            path = layout.topic_path(TOPIC)
+            data, stat = await broker.store.get(path)
+            node = TopicNode.decode(TOPIC, data)
+            assert node.controller_epoch >= 1
+            stale = TopicNode(node.topic, node.controller_epoch - 1)
+            await broker.store.set(path, stale.encode(), version=stat.version)
+            refusals = "epochlog_stale_metadata_refusals_total"
+            for _ in range(200):  # the broker reads the node when its watch fires
+                s = await scrape_async(broker.metrics_port)
+                if s.value(refusals) > 0:
+                    break
+                await broker.seams.clock.sleep(0.05)
+            assert s.value(refusals) == 1
 
     run(scenario)
 

@@ -107,6 +107,7 @@ class Broker:
                 self.replica_manager,
                 self.coordinator,
                 self.metadata_cache,
+                lambda: self.cluster,
                 lambda: self.controller,
                 lambda: len(self._connections.open_connections),
             )

@@ -19,6 +19,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
+    from epochlog.broker.cluster_link import ClusterLink
     from epochlog.broker.metadata_cache import MetadataCache
     from epochlog.controller.controller import Controller
     from epochlog.coordinator.coordinator import GroupCoordinator
@@ -29,20 +30,23 @@ PARTITION_LABELS = ["topic", "partition"]
 
 
 class BrokerCollector(Collector):
-    """Reads one broker's parts at each scrape; ``controller`` and ``connections`` are
-    asked then, since the controller exists only once the broker has joined."""
+    """Reads one broker's parts at each scrape; ``cluster``, ``controller`` and
+    ``connections`` are asked then, since the first two exist only once the broker
+    has started."""
 
     def __init__(
         self,
         replica_manager: ReplicaManager,
         coordinator: GroupCoordinator,
         metadata_cache: MetadataCache,
+        cluster: Callable[[], ClusterLink | None],
         controller: Callable[[], Controller | None],
         connections: Callable[[], int],
     ) -> None:
         self._replicas = replica_manager
         self._coordinator = coordinator
         self._metadata = metadata_cache
+        self._cluster = cluster
         self._controller = controller
         self._connections = connections
 
@@ -56,6 +60,13 @@ class BrokerCollector(Collector):
         yield from self._topics()
         yield from self._logs(partitions)
         yield from self._controller_metrics()
+        cluster = self._cluster()
+        yield CounterMetricFamily(
+            "epochlog_stale_metadata_refusals",
+            "Topic states this broker refused for an older controller epoch than one it "
+            "has seen (written by a deposed controller).",
+            value=cluster.stale_states_refused if cluster else 0,
+        )
         yield GaugeMetricFamily(
             "kafka_server_socketservermetrics_connection_count",
             "Open client and replica connections to the Kafka listener.",
