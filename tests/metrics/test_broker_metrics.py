@@ -197,6 +197,33 @@ def test_group_state_and_committed_offset_lag(tmp_path: Path) -> None:
     run(scenario)
 
 
+def test_offset_not_available_answers_are_counted(tmp_path: Path) -> None:
+    """KIP-207's hold: a leader in a new epoch whose high watermark is below that
+    epoch's start (its follower has fetched nothing) answers clients so."""
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path, **SETTINGS) as broker:
+            assert broker.metrics_port
+            await broker.create_topic(TOPIC, 1, 1, {})
+            partition = broker.replica_manager.partition(TOPIC, 0)
+            for epoch in (1, 2):
+                # As the cluster would have it: a second replica, in the ISR, silent.
+                partition.become_leader(PartitionState(0, epoch, [0, 1], [0, 1]))
+                if epoch == 1:
+                    conn = await connect(broker)
+                    answer = await produce(conn, TOPIC, batch([b"v"] * 5), acks=1)
+                    assert (answer.error_code, partition.high_watermark) == (0, 0)
+            listed = await conn.send(list_offsets_request(current_leader_epoch=-1), 7)
+            assert listed.topics[0].partitions[0].error_code == ErrorCode.OFFSET_NOT_AVAILABLE
+            s = await scrape_async(broker.metrics_port)
+            assert s.value("epochlog_offset_not_available_total", request="ListOffsets") == 1
+            errors = "kafka_network_requestmetrics_errors_total"
+            assert s.value(errors, request="ListOffsets", error="OFFSET_NOT_AVAILABLE") == 1
+            await conn.close()
+
+    run(scenario)
+
+
 def test_a_topic_state_from_a_deposed_controller_is_refused_and_counted(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with running_broker(tmp_path, **SETTINGS) as broker:
