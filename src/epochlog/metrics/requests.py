@@ -5,7 +5,9 @@ request channel, once per answered request."""
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Iterable
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
@@ -54,21 +56,37 @@ class RequestMetrics:
             ["request"],
             registry=registry,
         )
+        # Each API and version's children, looked up once: this runs for every request.
+        self._per_api: dict[tuple[str, int], tuple[Any, Any]] = {}
+        self._per_error: dict[tuple[str, int], tuple[Any, ...]] = {}
 
     def answered(
         self, request: str, version: int, elapsed_ms: float, errors: Iterable[int]
     ) -> None:
         """One answered request: its API name, version, time, and the error codes its
         answer carries (one per partition or resource)."""
-        self.requests.labels(request, str(version)).inc()
-        self.total_time.labels(request).observe(elapsed_ms)
-        for code in errors:
-            name = _error_name(code)
-            self.errors.labels(request, name).inc()
-            if code in FENCING_ERRORS:
-                self.fenced.labels(request, name).inc()
-            elif code == ErrorCode.OFFSET_NOT_AVAILABLE:
-                self.offset_not_available.labels(request).inc()
+        per_api = self._per_api.get((request, version))
+        if per_api is None:
+            per_api = (self.requests.labels(request, str(version)), self.total_time.labels(request))
+            self._per_api[(request, version)] = per_api
+        per_api[0].inc()
+        per_api[1].observe(elapsed_ms)
+        for code, count in collections.Counter(errors).items():
+            for child in self._per_error.get((request, code)) or self._error_children(
+                request, code
+            ):
+                child.inc(count)
+
+    def _error_children(self, request: str, code: int) -> tuple[Any, ...]:
+        """The counters one error code of one API adds to."""
+        name = _error_name(code)
+        children = [self.errors.labels(request, name)]
+        if code in FENCING_ERRORS:
+            children.append(self.fenced.labels(request, name))
+        elif code == ErrorCode.OFFSET_NOT_AVAILABLE:
+            children.append(self.offset_not_available.labels(request))
+        self._per_error[(request, code)] = found = tuple(children)
+        return found
 
 
 def _error_name(code: int) -> str:
