@@ -89,7 +89,7 @@ class Broker:
         self._server: Server | None = None
         # Each broker has a registry of its own: several run in one process in tests
         # and in the simulator.
-        self.metrics_registry = CollectorRegistry(auto_describe=False)
+        self.metrics_registry = CollectorRegistry()
         self.request_channel = RequestChannel(
             HANDLERS, self, seams.clock, RequestMetrics(self.metrics_registry)
         )

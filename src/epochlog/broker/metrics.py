@@ -50,10 +50,6 @@ class BrokerCollector(Collector):
         self._controller = controller
         self._connections = connections
 
-    def describe(self) -> list[Metric]:
-        """Nothing to check at registration: the families depend on the broker's state."""
-        return []
-
     def collect(self) -> Iterator[Metric]:
         partitions = sorted(self._replicas.partitions(), key=lambda p: (p.topic, p.index))
         yield from self._replica_manager(partitions)
