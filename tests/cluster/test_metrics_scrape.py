@@ -105,7 +105,12 @@ def test_metrics_move_as_a_produce_fetch_leader_kill_and_unclean_election_happen
         log_size = on_leader.value("kafka_log_log_size", **PARTITION)
         assert on_leader.total(bytes_out, topic=TOPIC) == 0
         assert cluster.fetch_error(leader, TOPIC, 0, 0, old_epoch) == 0
-        assert metrics(leader).value(bytes_out, topic=TOPIC) == log_size
+        on_leader = metrics(leader)
+        assert on_leader.value(bytes_out, topic=TOPIC) == log_size
+        # The followers' fetches are counted apart from the consumer's, as in Kafka.
+        requests = "kafka_network_requestmetrics_requests_total"
+        assert on_leader.value(requests, request="FetchConsumer", version="12") == 1
+        assert on_leader.total(requests, request="FetchFollower") > 0
 
         # The lagging replica stops: the leader shrinks the ISR, then takes more records.
         shrinks = on_leader.value("kafka_server_replicamanager_isrshrinks_total")

@@ -127,6 +127,8 @@ def test_produce_fetch_and_fenced_reads_show_in_the_scrape_exactly(tmp_path: Pat
             requests = "kafka_network_requestmetrics_requests_total"
             assert s.value(requests, request="Produce", version="9") == 1
             assert s.value(requests, request="Fetch", version="12") == 2
+            assert s.value(requests, request="FetchConsumer", version="12") == 2
+            assert s.total(requests, request="FetchFollower") == 0
             assert s.value(requests, request="ListOffsets", version="7") == 1
             assert s.value("kafka_network_requestmetrics_totaltimems_count", request="Fetch") == 2
             assert s.types["kafka_network_requestmetrics_totaltimems"] == "histogram"
@@ -135,6 +137,7 @@ def test_produce_fetch_and_fenced_reads_show_in_the_scrape_exactly(tmp_path: Pat
             # Fetch v12 counts its top-level error with each partition's, as Kafka does.
             assert s.value(errors, request="Fetch", error="NONE") == 3
             assert s.value(errors, request="Fetch", error="UNKNOWN_LEADER_EPOCH") == 1
+            assert s.total(errors, request="FetchConsumer") == 0  # errors: by API only
             fenced_total = "epochlog_fenced_requests_total"
             assert s.value(fenced_total, request="Fetch", error="UNKNOWN_LEADER_EPOCH") == 1
             assert s.value(fenced_total, request="ListOffsets", error="UNKNOWN_LEADER_EPOCH") == 1

@@ -61,21 +61,31 @@ class RequestMetrics:
         self._per_error: dict[tuple[str, int], tuple[Any, ...]] = {}
 
     def answered(
-        self, request: str, version: int, elapsed_ms: float, errors: Iterable[int]
+        self,
+        request: str,
+        version: int,
+        elapsed_ms: float,
+        errors: Iterable[int],
+        also_as: str | None = None,
     ) -> None:
         """One answered request: its API name, version, time, and the error codes its
-        answer carries (one per partition or resource)."""
-        per_api = self._per_api.get((request, version))
-        if per_api is None:
-            per_api = (self.requests.labels(request, str(version)), self.total_time.labels(request))
-            self._per_api[(request, version)] = per_api
-        per_api[0].inc()
-        per_api[1].observe(elapsed_ms)
+        answer carries (one per partition or resource). ``also_as``: a second name its
+        count and time go under too, as Kafka counts a Fetch also as FetchConsumer or
+        FetchFollower."""
+        for name in (request, also_as) if also_as else (request,):
+            per_api = self._per_api.get((name, version)) or self._api_children(name, version)
+            per_api[0].inc()
+            per_api[1].observe(elapsed_ms)
         for code, count in collections.Counter(errors).items():
             for child in self._per_error.get((request, code)) or self._error_children(
                 request, code
             ):
                 child.inc(count)
+
+    def _api_children(self, request: str, version: int) -> tuple[Any, Any]:
+        children = (self.requests.labels(request, str(version)), self.total_time.labels(request))
+        self._per_api[(request, version)] = children
+        return children
 
     def _error_children(self, request: str, code: int) -> tuple[Any, ...]:
         """The counters one error code of one API adds to."""
