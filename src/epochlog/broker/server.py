@@ -50,6 +50,7 @@ class RequestChannel:
         return [self._handlers[key].api for key in sorted(self._handlers)]
 
     async def handle(self, frame: bytes, conn: Connection) -> None:
+        started = self._clock.monotonic()
         api_key, version, correlation_id = _peek(frame)
         handler = self._handlers.get(api_key)
         if handler is None:
@@ -65,7 +66,6 @@ class RequestChannel:
             body = decode_request_body(spec, version, request.body)
         except Exception as exc:  # the library raises many kinds on malformed input
             raise ProtocolViolation(f"malformed {spec.name} v{version}: {exc!r}") from exc
-        started = self._clock.monotonic()
         response = await handler.handle(self._context, body, version, request)
         if response is None:
             errors: list[int] = []

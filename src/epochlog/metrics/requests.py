@@ -29,8 +29,8 @@ class RequestMetrics:
         )
         self.total_time = Histogram(
             "kafka_network_requestmetrics_totaltimems",
-            "Time from a request's frame read to its answer written, in milliseconds "
-            "(Kafka's TotalTimeMs), by API.",
+            "Time from a request's frame read to its answer handed to the connection, in "
+            "milliseconds (Kafka's TotalTimeMs), by API.",
             ["request"],
             buckets=TOTAL_TIME_BUCKETS_MS,
             registry=registry,
