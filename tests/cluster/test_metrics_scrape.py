@@ -100,7 +100,13 @@ def test_metrics_move_as_a_produce_fetch_leader_kill_and_unclean_election_happen
             assert metrics(b).total(MESSAGES_IN, topic=TOPIC) == 0
             assert metrics(b).value("kafka_log_log_logendoffset", **PARTITION) == len(FIRST)
 
-        # A consumer's fetch of the whole log: bytes out rise by the log's size.
+        # A consumer's fetch of the whole log (committed once the followers' next fetches
+        # have told the leader): bytes out rise by the log's size.
+        eventually(
+            lambda: cluster.list_offsets(leader, TOPIC).offset == len(FIRST),
+            30,
+            "the high watermark to reach the log end",
+        )
         bytes_out = "kafka_server_brokertopicmetrics_bytesout_total"
         log_size = on_leader.value("kafka_log_log_size", **PARTITION)
         assert on_leader.total(bytes_out, topic=TOPIC) == 0
