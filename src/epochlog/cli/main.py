@@ -102,7 +102,9 @@ def _cmd_up(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"epochlog up: {exc}", file=sys.stderr)
         return 2
-    cluster = LocalCluster(os.path.abspath(args.data_dir), args.brokers, args.port, settings)
+    cluster = LocalCluster(
+        os.path.abspath(args.data_dir), args.brokers, args.port, settings, args.metrics_port
+    )
     return run_local_cluster(cluster)
 
 
@@ -223,6 +225,9 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--brokers", type=int, default=3)
     up.add_argument("--data-dir", default="var/epochlog")
     up.add_argument("--port", type=int, default=9092, help="first broker's port")
+    up.add_argument(
+        "--metrics-port", type=int, default=0, help="first broker's /metrics port (0: none)"
+    )
     up.add_argument("--set", action="append", type=_key_value, metavar="KEY=VALUE")
     up.set_defaults(func=_cmd_up)
 

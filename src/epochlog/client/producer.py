@@ -16,6 +16,7 @@ from typing import Any
 
 from kafka.protocol.producer import ProduceRequest
 
+from epochlog.client.client_metrics import ProducerCounts
 from epochlog.client.config import producer_config
 from epochlog.client.errors import DeliveryError, TopicPartition
 from epochlog.client.metadata import Cluster, backoff_seconds
@@ -111,6 +112,7 @@ class AsyncProducer(TransactionalApi):
         self._batch_size: int = c["batch.size"]
         self._max_request_size: int = c["max.request.size"]
         self._batch_room = min(self._batch_size, self._max_request_size - BATCH_OVERHEAD)
+        self.counts = ProducerCounts()  # metrics(): Producer in sync.py
 
     async def _start(self) -> None:
         if self._sender is None:
@@ -565,6 +567,7 @@ class AsyncProducer(TransactionalApi):
         """The head batch of its partition fails for good. If it was sealed with a
         sequence, the sequences after it would never be accepted: renew the id."""
         self._queues[batch.tp].popleft()
+        self.counts.records_failed += len(batch.records)
         batch.fail(error)
         if self._txn is not None:
             # Inside a transaction a lost record means the transaction must be aborted
@@ -577,6 +580,7 @@ class AsyncProducer(TransactionalApi):
 
     def _complete(self, batch: _Batch, base_offset: int, append_time: int = -1) -> None:
         self._queues[batch.tp].popleft()
+        self.counts.records_sent += len(batch.records)
         batch.complete(base_offset, append_time)
 
     def _retry_or_fail(self, batch: _Batch, reason: str, code: ErrorCode | None) -> None:

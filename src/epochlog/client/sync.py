@@ -97,6 +97,11 @@ class Producer(_SyncClient):
         self._start("epochlog-producer", lambda: AsyncProducer(config, real_seams()))
         self._producer: AsyncProducer = self._client
 
+    def metrics(self) -> dict[str, int]:
+        """Records acknowledged and failed (``client_metrics.py``), read without a call
+        into the producer's loop, so they answer even while a flush waits there."""
+        return self._producer.counts.as_dict()
+
     def produce(
         self,
         topic: str,
@@ -312,6 +317,11 @@ class Consumer(_SyncClient):
     def __init__(self, config: Mapping[str, object]) -> None:
         self._start("epochlog-consumer", lambda: AsyncConsumer(config, real_seams()))
         self._consumer: AsyncConsumer = self._client
+
+    def metrics(self) -> dict[str, int]:
+        """Records handed out, truncations detected, resets by ``auto.offset.reset``
+        (``client_metrics.py``), read without a call into the consumer's loop."""
+        return self._consumer.counts.as_dict()
 
     def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
         wanted = list(partitions)

@@ -19,10 +19,18 @@ class LocalCluster:
     brokers: int
     base_port: int
     settings: dict[str, str]
+    # Broker N serves /metrics on this port + N; 0: not served.
+    metrics_base_port: int = 0
 
     @property
     def bootstrap(self) -> str:
         return ",".join(f"127.0.0.1:{self.base_port + i}" for i in range(self.brokers))
+
+    @property
+    def metrics_urls(self) -> list[str]:
+        if not self.metrics_base_port:
+            return []
+        return [f"http://127.0.0.1:{self.metrics_base_port + i}" for i in range(self.brokers)]
 
     @property
     def metastore(self) -> str:
@@ -35,6 +43,8 @@ class LocalCluster:
             "offsets.topic.replication.factor": str(min(3, self.brokers)),
             **self.settings,
         }
+        if self.metrics_base_port:
+            settings["metrics.listener"] = self.metrics_urls[broker_id]
         command = [
             sys.executable, "-m", "epochlog", "broker",
             "--broker-id", str(broker_id),
@@ -124,6 +134,8 @@ def run_local_cluster(cluster: LocalCluster) -> int:
             f" {cluster.data_dir}/broker-N.log; Ctrl-C stops them all",
             flush=True,
         )
+        if cluster.metrics_urls:
+            print("metrics: " + " ".join(f"{u}/metrics" for u in cluster.metrics_urls), flush=True)
         exited: set[int] = set()
         while not stopping:
             for broker_id, process in enumerate(processes):
