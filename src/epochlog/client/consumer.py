@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 import pyarrow as pa
-from kafka.protocol.consumer import FetchRequest, OffsetForLeaderEpochRequest
+from kafka.protocol.consumer import FetchRequest
 
 from epochlog.client.client_metrics import ConsumerCounts
 from epochlog.client.config import consumer_config
@@ -42,6 +42,7 @@ from epochlog.client.lookup import (
     OffsetAndTimestamp,
     list_offsets,
     list_offsets_request,
+    offsets_for_leader_epoch_request,
 )
 from epochlog.client.metadata import Cluster, backoff_seconds
 from epochlog.client.positions import (
@@ -298,26 +299,9 @@ class AsyncConsumer:
         )
 
     async def _validate_on(self, leader: int, tps: list[TopicPartition]) -> None:
-        topic_cls = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
-        by_topic: dict[str, list[TopicPartition]] = {}
-        for tp in tps:
-            by_topic.setdefault(tp.topic, []).append(tp)
-        request = OffsetForLeaderEpochRequest(
-            replica_id=CONSUMER_REPLICA_ID,
-            topics=[
-                topic_cls(
-                    topic=topic,
-                    partitions=[
-                        topic_cls.OffsetForLeaderPartition(
-                            partition=tp.partition,
-                            current_leader_epoch=self._positions[tp].current_leader_epoch,
-                            leader_epoch=self._positions[tp].offset_epoch,
-                        )
-                        for tp in group
-                    ],
-                )
-                for topic, group in by_topic.items()
-            ],
+        positions = self._positions
+        request = offsets_for_leader_epoch_request(
+            {tp: (positions[tp].current_leader_epoch, positions[tp].offset_epoch) for tp in tps}
         )
         response = await self._request(leader, request, OFFSET_FOR_LEADER_EPOCH_VERSION)
         if response is None:
