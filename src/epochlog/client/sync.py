@@ -23,6 +23,7 @@ from epochlog.client.lookup import OffsetAndTimestamp
 from epochlog.client.producer import AsyncProducer, Headers, RecordMetadata, SendManyResult
 from epochlog.client.transactions import GroupMetadata, PreparedTransaction
 from epochlog.seams.real import real_seams
+from epochlog.seams.waiting import finished_within
 
 T = TypeVar("T")
 log = logging.getLogger("epochlog.client.sync")
@@ -94,8 +95,12 @@ class Producer(_SyncClient):
         self._drain_lock = threading.Lock()
         self._draining = False
         self._drain_task: asyncio.Task[None] | None = None
-        self._start("epochlog-producer", lambda: AsyncProducer(config, real_seams()))
+        self._seams = real_seams()
+        self._start("epochlog-producer", lambda: AsyncProducer(config, self._seams))
         self._producer: AsyncProducer = self._client
+        # Records produced and not yet answered, against queue.buffering.max.messages.
+        self._queue_limit: int = self._producer.config["queue.buffering.max.messages"]
+        self._unanswered = 0
 
     def metrics(self) -> dict[str, int]:
         """Records acknowledged and failed (``client_metrics.py``), read without a call
@@ -112,8 +117,11 @@ class Producer(_SyncClient):
         timestamp: int | None = None,
         on_delivery: DeliveryCallback | None = None,
     ) -> Future[RecordMetadata]:
-        """Enqueue a record; the callback runs on the producer's thread when answered."""
+        """Enqueue a record; the callback runs on the producer's thread when answered,
+        exactly once (delivered or failed). BufferError if the queue is full."""
+        self._take_room(1)
         done: Future[RecordMetadata] = Future()
+        done.add_done_callback(self._answered)
         self._hand_off(
             _Handoff(topic, value, key, partition, headers, timestamp, on_delivery, done)
         )
@@ -132,9 +140,26 @@ class Producer(_SyncClient):
         ``AsyncProducer.send_many``: one hand-off and one future for all of them. The
         future's result indexes each record's RecordMetadata; it fails with the first
         error (a refusal at send time means none was enqueued)."""
+        self._take_room(len(values))
         done: Future[SendManyResult] = Future()
+        done.add_done_callback(lambda _: self._answered(None, len(values)))
         self._hand_off(_BatchHandoff(topic, values, keys, partition, headers, timestamps, done))
         return done
+
+    def _take_room(self, records: int) -> None:
+        """Refuse records the queue has no room for, as librdkafka's QUEUE_FULL does:
+        the caller polls or flushes and tries again."""
+        with self._drain_lock:
+            if self._unanswered + records > self._queue_limit:
+                raise BufferError(
+                    f"queue full: {self._unanswered} records not answered yet "
+                    f"(queue.buffering.max.messages={self._queue_limit})"
+                )
+            self._unanswered += records
+
+    def _answered(self, _: object, records: int = 1) -> None:
+        with self._drain_lock:
+            self._unanswered -= records
 
     def _hand_off(self, item: _Handoff | _BatchHandoff) -> None:
         """Queue for the producer's thread; wake its drain unless one is running."""
@@ -191,16 +216,26 @@ class Producer(_SyncClient):
         fut.add_done_callback(item.settle_from)
 
     def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every record produced before the call is answered; False if
+        ``timeout`` seconds passed first (the rest stay queued, answered later)."""
+
         async def flush() -> bool:
-            if self._drain_task is not None:  # records handed over before this call
-                await asyncio.shield(self._drain_task)
-            return await self._producer.flush(timeout)
+            clock = self._seams.clock
+            deadline = None if timeout is None else clock.monotonic() + timeout
+            drain = self._drain_task  # records handed over before this call
+            if drain is not None and not drain.done():
+                if deadline is None:
+                    await asyncio.shield(drain)
+                elif not await finished_within(clock, drain, timeout or 0.0):
+                    return False
+            left = None if deadline is None else max(0.0, deadline - clock.monotonic())
+            return await self._producer.flush(left)
 
         return self._thread.run(flush())
 
     def close(self) -> None:
-        try:
-            self.flush()  # records still in the hand-off queue first
+        try:  # records still in the hand-off queue first; the rest fail as not delivered
+            self.flush(self._producer.config["delivery.timeout.ms"] / 1000)
         finally:
             super().close()
 
