@@ -36,6 +36,8 @@ def test_up_runs_three_brokers_that_replicate_and_stop_on_ctrl_c(tmp_path: Path)
     try:
         assert up.stdout is not None
         first = up.stdout.readline()
+        # Read line by line: communicate() below would miss what readline buffered.
+        told = [up.stdout.readline() for _ in range(2)]
         bootstrap = first.strip().removeprefix("bootstrap.servers=")
         assert bootstrap == f"127.0.0.1:{port},127.0.0.1:{port + 1},127.0.0.1:{port + 2}", first
         admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -62,7 +64,8 @@ def test_up_runs_three_brokers_that_replicate_and_stop_on_ctrl_c(tmp_path: Path)
         rest, _ = up.communicate(timeout=120)
     assert up.returncode == 0
     assert "all brokers stopped" in rest
-    assert f"metrics: http://127.0.0.1:{metrics_port}/metrics" in rest
+    assert told[0].startswith("3 broker(s)"), told
+    assert told[1].startswith(f"metrics: http://127.0.0.1:{metrics_port}/metrics"), told
     for broker in range(3):
         log = (tmp_path / "cluster" / f"broker-{broker}.log").read_text()
         assert f"broker {broker} stopped cleanly" in log

@@ -8,7 +8,10 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+
+from epochlog.tools.terminal import progress
 
 UP_SESSION_TIMEOUT_MS = 6000
 
@@ -83,9 +86,12 @@ def wait_listening(port: int, process: subprocess.Popen, timeout_s: float) -> No
     raise RuntimeError(f"broker on port {port} did not start within {timeout_s:.0f} s")
 
 
-def wait_registered(cluster: LocalCluster, timeout_s: float) -> None:
+def wait_registered(
+    cluster: LocalCluster, timeout_s: float, advance: Callable[[], None] = lambda: None
+) -> None:
     """Until every broker sees all brokers registered and a controller: only then can a
-    topic with a replication factor up to the cluster size be created at once."""
+    topic with a replication factor up to the cluster size be created at once.
+    ``advance`` is called as each broker does."""
     from epochlog.client.sync import Admin
 
     deadline = time.monotonic() + timeout_s
@@ -97,6 +103,7 @@ def wait_registered(cluster: LocalCluster, timeout_s: float) -> None:
             info = admin.describe_cluster([])
             if len(info.brokers) >= cluster.brokers and info.controller_id >= 0:
                 pending.pop(0)
+                advance()
                 continue
         except (ConnectionError, OSError, TimeoutError):
             pass
@@ -125,9 +132,12 @@ def run_local_cluster(cluster: LocalCluster) -> int:
     try:
         for broker_id in range(cluster.brokers):
             processes.append(start_broker(cluster, broker_id))
-        for broker_id, process in enumerate(processes):
-            wait_listening(cluster.base_port + broker_id, process, 60)
-        wait_registered(cluster, 60)
+        # Listening, then seen by every broker with a controller: 2 steps per broker.
+        with progress(f"starting {cluster.brokers} brokers", 2 * cluster.brokers) as advance:
+            for broker_id, process in enumerate(processes):
+                wait_listening(cluster.base_port + broker_id, process, 60)
+                advance()
+            wait_registered(cluster, 60, advance)
         print(f"bootstrap.servers={cluster.bootstrap}", flush=True)
         print(
             f"{cluster.brokers} broker(s), metastore {cluster.metastore}, logs in"
