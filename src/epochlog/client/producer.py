@@ -164,6 +164,33 @@ class AsyncProducer(TransactionalApi):
                 return self._awaiting.hold(topic, value, key, partition, headers, timestamp, now)
             return self._append(topic, value, key, partition, headers, timestamp, count)
 
+    def append_now(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        partition: int | None,
+        headers: Headers | None,
+        timestamp: int | None,
+        waiter: Any,
+    ) -> bool:
+        """``send`` without a coroutine or a future of its own, for a caller on the
+        loop that brings its waiter (``done``/``set_result``/``set_exception``, as the
+        sync Producer's DeliveryFuture has): only when nothing needs waiting for (the
+        sender started, the topic known, nobody queued ahead). False: call ``send``."""
+        if self._txn is not None:
+            self._txn.check_send()
+        if self._sender is None or self._enqueue_lock.locked() or topic in self._awaiting:
+            return False
+        count = self._cluster.cache.partition_count(topic)
+        if count is None:
+            return False
+        if self._closed:
+            raise RuntimeError("producer is closed")
+        batch, index = self._add(topic, value, key, partition, headers, timestamp, count)
+        batch.waiters.append((index, waiter))
+        return True
+
     def _append(
         self,
         topic: str,
