@@ -185,10 +185,7 @@ class AsyncProducer(TransactionalApi):
         count = self._cluster.cache.partition_count(topic)
         if count is None:
             return False
-        if self._closed:
-            raise RuntimeError("producer is closed")
-        batch, index = self._add(topic, value, key, partition, headers, timestamp, count)
-        batch.waiters.append((index, waiter))
+        self._append(topic, value, key, partition, headers, timestamp, count, waiter)
         return True
 
     def _append(
@@ -200,13 +197,17 @@ class AsyncProducer(TransactionalApi):
         headers: Headers | None,
         timestamp: int | None,
         count: int,
-    ) -> asyncio.Future[RecordMetadata]:
+        waiter: Any = None,
+    ) -> Any:
+        """Add a record to its batch; its waiter (by default a new asyncio future) is
+        answered with the record's metadata or error."""
         if self._closed:
             raise RuntimeError("producer is closed")
-        future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+        if waiter is None:
+            waiter = asyncio.get_running_loop().create_future()
         batch, index = self._add(topic, value, key, partition, headers, timestamp, count)
-        batch.waiters.append((index, future))
-        return future
+        batch.waiters.append((index, waiter))
+        return waiter
 
     def _add(
         self,
