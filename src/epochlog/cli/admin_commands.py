@@ -5,6 +5,7 @@ security ones) and prints a table, or JSON with ``--json``."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -140,6 +141,31 @@ def _topic_table(topic: dict[str, Any]) -> str:
         for p in partitions
     ]
     return title + "\n" + table(columns, rows)
+
+
+async def records_delete(client: Client, before: dict[tuple[str, int], int], json_out: bool) -> str:
+    """kafka-delete-records.sh: each partition's log start moves to its offset."""
+    admin = _admin(client)
+    try:
+        low = await admin.delete_records(before)
+    finally:
+        await admin.close()
+    rows = [[tp.topic, tp.partition, mark] for tp, mark in sorted(low.items())]
+    if json_out:
+        return as_json([{"topic": t, "partition": p, "low_watermark": m} for t, p, m in rows])
+    return table(["TOPIC", "PARTITION", "LOW WATERMARK"], rows)
+
+
+def offsets_from_json(text: str) -> dict[tuple[str, int], int]:
+    """kafka-delete-records.sh's --offset-json-file: {"partitions": [{"topic": ...,
+    "partition": ..., "offset": ...}], "version": 1}."""
+    spec = json.loads(text)
+    try:
+        return {(p["topic"], int(p["partition"])): int(p["offset"]) for p in spec["partitions"]}
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(
+            f"offset JSON: expected partitions of topic/partition/offset ({exc})"
+        ) from None
 
 
 async def _replica_offsets(admin: AsyncAdmin, broker: int, topic: str, partition: int) -> Any:

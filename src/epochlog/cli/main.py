@@ -4,6 +4,7 @@ epochlog broker ...        run one broker
 epochlog up --brokers N    run a local cluster of N broker processes on loopback
 epochlog topics ...        create, delete, list and describe topics
 epochlog groups ...        list and describe consumer groups (offsets with epochs, lag)
+epochlog records delete    move partitions' log start forward (kafka-delete-records.sh)
 epochlog status            leaders, epochs, ISR, high watermarks, replica logs
 epochlog quarantine ...    list, show and replay what truncations kept aside
 epochlog settings          every setting with its default (docs/settings.md)
@@ -167,6 +168,22 @@ def _cmd_groups(args: argparse.Namespace) -> int:
     return _run(lambda: admin_commands.groups_describe(client, args.group, args.json))
 
 
+def _records_before(args: argparse.Namespace) -> dict[tuple[str, int], int]:
+    if args.offset_json_file:
+        with open(args.offset_json_file, encoding="utf-8") as f:
+            return admin_commands.offsets_from_json(f.read())
+    return {(args.topic, args.partition): args.offset}
+
+
+def _cmd_records(args: argparse.Namespace) -> int:
+    if not (args.topic or args.offset_json_file):
+        print("epochlog: records delete needs a topic or --offset-json-file", file=sys.stderr)
+        return 2
+    return _run(
+        lambda: admin_commands.records_delete(_client(args), _records_before(args), args.json)
+    )
+
+
 async def _status(client: dict[str, str], json_out: bool) -> str:
     return admin_commands.format_status(await admin_commands.cluster_status(client), json_out)
 
@@ -270,6 +287,15 @@ def build_parser() -> argparse.ArgumentParser:
     groups.add_argument("group", nargs="?")
     _add_client_arguments(groups)
     groups.set_defaults(func=_cmd_groups)
+
+    records = sub.add_parser("records", help="delete records before an offset")
+    records.add_argument("action", choices=["delete"])
+    records.add_argument("topic", nargs="?")
+    records.add_argument("--partition", type=int, default=0)
+    records.add_argument("--offset", type=int, default=-1, help="-1: the high watermark")
+    records.add_argument("--offset-json-file", help="kafka-delete-records.sh's JSON")
+    _add_client_arguments(records)
+    records.set_defaults(func=_cmd_records)
 
     status = sub.add_parser("status", help="per-partition leadership and offsets")
     _add_client_arguments(status)

@@ -12,6 +12,7 @@ from typing import Any
 from kafka.protocol.admin import (
     CreatePartitionsRequest,
     CreateTopicsRequest,
+    DeleteRecordsRequest,
     DeleteTopicsRequest,
     DescribeConfigsRequest,
     IncrementalAlterConfigsRequest,
@@ -65,6 +66,9 @@ class ClusterInfo:
     controller_id: int
     brokers: dict[int, tuple[str, int]]
     topics: dict[str, TopicInfo] = field(default_factory=dict)
+
+
+DELETE_RECORDS_VERSION = 2
 
 
 def _raise_for(code: int, what: str) -> None:
@@ -253,6 +257,38 @@ class AsyncAdmin(GroupAdmin, TransactionAdmin):
             (self.config["retry.backoff.ms"], self.config["retry.backoff.max.ms"]),
             isolation_level,
         )
+
+    async def delete_records(
+        self, before: Mapping[TopicPartition | tuple[str, int], int], timeout_ms: int = 30000
+    ) -> dict[TopicPartition, int]:
+        """DeleteRecords: each partition's log start moves to its offset (-1: the high
+        watermark), asked of its leader; the new log start (low watermark) of each."""
+        wanted = {TopicPartition(*tp): offset for tp, offset in before.items()}
+        await self._cluster.wait_for_topics({tp.topic for tp in wanted}, self._timeout_s)
+        by_leader: dict[int, dict[str, list[Any]]] = {}
+        for tp, offset in sorted(wanted.items()):
+            meta = self._cluster.cache.partition(tp)
+            if meta is None:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, str(tp))
+            topic_cls = DeleteRecordsRequest.DeleteRecordsTopic
+            by_leader.setdefault(meta.leader, {}).setdefault(tp.topic, []).append(
+                topic_cls.DeleteRecordsPartition(partition_index=tp.partition, offset=offset)
+            )
+        low: dict[TopicPartition, int] = {}
+        for leader, topics in by_leader.items():
+            request = DeleteRecordsRequest(
+                topics=[
+                    DeleteRecordsRequest.DeleteRecordsTopic(name=name, partitions=parts)
+                    for name, parts in topics.items()
+                ],
+                timeout_ms=timeout_ms,
+            )
+            response = await self._cluster.send(leader, request, DELETE_RECORDS_VERSION)
+            for t in response.topics:
+                for p in t.partitions:
+                    _raise_for(p.error_code, f"{t.name}-{p.partition_index} on broker {leader}")
+                    low[TopicPartition(t.name, p.partition_index)] = p.low_watermark
+        return low
 
     async def partitions(self, topics: Iterable[str]) -> list[TopicPartition]:
         """Every partition of these topics, from the metadata."""

@@ -191,6 +191,21 @@ class Partition:
         if require_leader and (not self.is_leader or self.resigning):
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{self.topic}-{self.index}")
 
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords on the leader: the log start moves to ``offset`` (-1: the high
+        watermark), never past the high watermark, so nothing a follower may still need
+        to acknowledge goes; followers follow from the log start in fetch answers.
+        Returns the new log start (the low watermark)."""
+        self.check_leader(-1)
+        target = self.high_watermark if offset == -1 else offset
+        if not 0 <= target <= self.high_watermark:
+            raise KafkaError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"{self.topic}-{self.index}: {offset} is not in [0, {self.high_watermark}]",
+            )
+        self.log.maybe_increment_log_start_offset(target)
+        return self.log.log_start_offset
+
     # -- leader: appends, follower fetches, high watermark -------------------------------
 
     def check_enough_replicas(self) -> None:
