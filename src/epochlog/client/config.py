@@ -64,6 +64,13 @@ COMMON = [
 
 ADMIN = Registry("Admin client settings", COMMON)
 
+
+def admin_settings(config: Mapping[str, object]) -> dict[str, object]:
+    """What of another client's settings an admin client working beside it takes: the
+    bootstrap, client id, timeouts and security (so it reaches the same listener)."""
+    return {k: v for k, v in config.items() if k in ADMIN}
+
+
 PRODUCER = Registry(
     "Producer settings",
     COMMON

@@ -19,6 +19,7 @@ from kafka.protocol.consumer import OffsetForLeaderEpochRequest
 
 from epochlog.client import AsyncConsumer, TopicPartition
 from epochlog.client.admin import AsyncAdmin, ClusterInfo
+from epochlog.client.config import admin_settings
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.seams import Seams
 from epochlog.spark.options import EARLIEST, LATEST, SourceOptions
@@ -119,7 +120,7 @@ class LeaderView:
             while True:
                 if self._admin is None:
                     self._admin = AsyncAdmin(
-                        {"bootstrap.servers": self._options.bootstrap_servers}, self._seams
+                        admin_settings(self._options.consumer_config()), self._seams
                     )
                 try:
                     return await attempt(self._admin)

@@ -26,6 +26,7 @@ from typing import Any
 import pyarrow as pa
 
 from epochlog.client.admin import AsyncAdmin
+from epochlog.client.config import admin_settings
 from epochlog.client.errors import TopicPartition
 from epochlog.client.producer import AsyncProducer
 from epochlog.client.transactions import GroupMetadata, PreparedTransaction
@@ -76,14 +77,14 @@ class TransactionalTaskProducer(TaskProducer):
         }
         super().__init__(settings)
         self.transactional_id = transactional_id
-        self._bootstrap = config["bootstrap.servers"]
+        self._admin_settings = admin_settings(config)
         self._run(self._producer.init_transactions(INIT_TIMEOUT_S))
 
     def committed_batch(self) -> int | None:
         """The last micro-batch whose rows this id's transactions committed."""
 
         async def read() -> int | None:
-            admin = AsyncAdmin({"bootstrap.servers": self._bootstrap}, real_seams())
+            admin = AsyncAdmin(self._admin_settings, real_seams())
             try:
                 found = await admin.list_consumer_group_offsets(self.transactional_id)
             finally:
