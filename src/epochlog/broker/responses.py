@@ -52,3 +52,14 @@ def check_partitions_per_request(broker: Any, total: int) -> None:
             ErrorCode.POLICY_VIOLATION,
             f"Excessively large number of partitions per request ({total} > {limit}).",
         )
+
+
+def endpoints_on_listener(broker: Any, listener: Any) -> list[Any]:
+    """Every registered broker (and always the answering one: while its registration
+    lapses, a paused or restarting process, a client that trusts only the last answer
+    must not be left knowing no live broker), each as reached on ``listener``: Kafka's
+    rule, a client on the SSL listener is sent to the other brokers' SSL listeners."""
+    endpoints = dict(broker.metadata_cache.brokers)
+    if broker.endpoint is not None:
+        endpoints.setdefault(broker.broker_id, broker.endpoint)
+    return [e for e in (b.on(listener) for b in endpoints.values()) if e]

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka.protocol.admin import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreateTopicsRequest,
@@ -23,6 +25,8 @@ from kafka.protocol.admin import (
     DeleteRecordsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
     DescribeGroupsRequest,
@@ -118,11 +122,13 @@ class ApiKey:
     WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
     DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
     CREATE_PARTITIONS = 37
     ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
     DELETE_GROUPS = 42
     OFFSET_DELETE = 47
+    DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
@@ -153,6 +159,8 @@ MESSAGES: dict[int, tuple[Any, Any]] = {
     ApiKey.METADATA: (MetadataRequest, MetadataResponse),
     ApiKey.API_VERSIONS: (ApiVersionsRequest, ApiVersionsResponse),
     ApiKey.CREATE_TOPICS: (CreateTopicsRequest, CreateTopicsResponse),
+    ApiKey.ALTER_CONFIGS: (AlterConfigsRequest, AlterConfigsResponse),
+    ApiKey.DESCRIBE_CLUSTER: (DescribeClusterRequest, DescribeClusterResponse),
     ApiKey.DELETE_TOPICS: (DeleteTopicsRequest, DeleteTopicsResponse),
     ApiKey.DELETE_RECORDS: (DeleteRecordsRequest, DeleteRecordsResponse),
     ApiKey.INIT_PRODUCER_ID: (InitProducerIdRequest, InitProducerIdResponse),

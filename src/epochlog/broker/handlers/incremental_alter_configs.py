@@ -8,15 +8,13 @@ from typing import Any
 from kafka.protocol.admin import IncrementalAlterConfigsResponse
 
 from epochlog.broker.handlers.context import HandlerContext
-from epochlog.broker.responses import error_code
+from epochlog.broker.topic_configs import alter_topic_configs
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.security.session import Session
 
 API = api(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1)
 
-TOPIC = 2
-ALTER_VISIBLE_TIMEOUT_S = 10.0
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
@@ -37,35 +35,12 @@ def _apply(current: dict[str, str], changes: Any) -> dict[str, str]:
 
 async def _alter(broker: HandlerContext, resource: Any, validate_only: bool) -> Any:
     answer = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
-        error_code=ErrorCode.NONE,
-        error_message=None,
-        resource_type=resource.resource_type,
-        resource_name=resource.resource_name,
+        resource_type=resource.resource_type, resource_name=resource.resource_name
     )
-    try:
-        if resource.resource_type != TOPIC:
-            raise KafkaError(ErrorCode.INVALID_REQUEST, "only topic settings can be altered")
-        topic = broker.metadata_cache.topic(resource.resource_name)
-        if topic is None:
-            raise KafkaError(
-                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {resource.resource_name!r}"
-            )
-        configs = _apply(topic.configs, resource.configs or [])
-        broker.validate_topic_configs(configs)
-        if not validate_only:
-            await broker.cluster.alter_topic_configs(resource.resource_name, configs)
-            # Answer once this broker follows the change, so the client reads its write.
-            await broker.cluster.wait_for_state(
-                lambda: (
-                    getattr(broker.metadata_cache.topic(resource.resource_name), "configs", None)
-                    == configs
-                ),
-                ALTER_VISIBLE_TIMEOUT_S,
-            )
-    except Exception as exc:
-        answer.error_code = error_code(exc)
-        answer.error_message = exc.message if isinstance(exc, KafkaError) else None
-    return answer
+    return await alter_topic_configs(
+        broker, resource, lambda current: _apply(current, resource.configs or []),
+        validate_only, answer,
+    )  # fmt: skip
 
 
 async def handle(

@@ -9,6 +9,7 @@ from typing import Any
 from kafka.protocol.metadata import MetadataResponse
 
 from epochlog.broker.handlers.context import HandlerContext
+from epochlog.broker.responses import endpoints_on_listener
 from epochlog.metadata.model import TopicMetadata
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
@@ -81,15 +82,7 @@ async def handle(
                     entries.append(_error_entry(name, ZERO_UUID, code))
                     continue
             entries.append(_topic_entry(topic, version, live))
-    # The answering broker always lists itself: while its registration lapses (a paused
-    # or restarting process) a client that trusts only the last answer (kafka-python
-    # never re-bootstraps) must not be left knowing no live broker.
-    endpoints = dict(cache.brokers)
-    if broker.endpoint is not None:
-        endpoints.setdefault(broker.broker_id, broker.endpoint)
-    # Each broker as reached on the listener this request came through (Kafka's rule):
-    # a client on the SSL listener is sent to the other brokers' SSL listeners.
-    on_listener = [e for e in (b.on(session.listener) for b in endpoints.values()) if e]
+    on_listener = endpoints_on_listener(broker, session.listener)
     brokers = [
         MetadataResponse.MetadataResponseBroker(
             node_id=b.node_id, host=b.host, port=b.port, rack=b.rack
