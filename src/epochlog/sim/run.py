@@ -22,7 +22,7 @@ from epochlog.client.producer import AsyncProducer
 from epochlog.sim import checkers
 from epochlog.sim.cluster import DATA_DIR, SimCluster
 from epochlog.sim.disk import SimDisk
-from epochlog.sim.faults import FAULT_KINDS, Fault, draw_schedule
+from epochlog.sim.faults import FAULT_KINDS, Fault, draw_schedule, inject
 from epochlog.sim.loop import SimClock, run_simulated
 
 TOPIC = "t"
@@ -112,7 +112,7 @@ async def _run(
         consumer.assign(partitions)
         for tp in partitions:
             consumer.seek(tp, 0)
-        faults = asyncio.ensure_future(_inject(clock, cluster, schedule))
+        faults = asyncio.ensure_future(inject(clock, cluster, schedule, history.append))
         start = clock.monotonic()
         sent = 0
         while clock.monotonic() - start < options.duration or not faults.done():
@@ -158,25 +158,6 @@ async def _poll(
     except ClientError as exc:
         history.append(("error", kind, type(exc).__name__))
     return reached
-
-
-async def _inject(clock: SimClock, cluster: SimCluster, schedule: list[Fault]) -> None:
-    """Apply each fault at its time; then bring every broker back and heal."""
-    start = clock.monotonic()
-    restarts: list[asyncio.Future[None]] = []
-    for fault in schedule:
-        await clock.sleep(max(0.0, start + fault.at - clock.monotonic()))
-        if cluster.brokers[fault.broker] is None:
-            continue  # still down from an earlier fault
-        if fault.kind == "kill":
-            cluster.crash_broker(fault.broker)
-            await clock.sleep(fault.lasts)
-            restarts.append(asyncio.ensure_future(cluster.start_broker(fault.broker)))
-        else:
-            (cluster.isolate if fault.kind == "partition" else cluster.split)(fault.broker)
-            await clock.sleep(fault.lasts)
-            cluster.heal()
-    await asyncio.gather(*restarts)
 
 
 async def _read_back(
