@@ -7,6 +7,9 @@ A history is a list of events (tuples whose first item names the kind):
     ("truncated", partition, divergence)    the live consumer reported a truncation
                                             (divergence None: not known) and moved there
     ("final", partition, offset, value)     the read of every partition after the run
+    ("offsets", kind, partition, offset)    ListOffsets answered (kind: earliest|latest)
+    ("violated", name, problem, time)       a snapshot broke the KIP-320 model's
+                                            invariant ``name`` (``sim/isr.py``)
 
 Record i's value is ``value_of(i)``. Elections in a simulated run are clean, so a
 record once acknowledged, or once handed out (it was below the high watermark), stays.
@@ -83,6 +86,30 @@ def poll_skip_and_rewind(history: History) -> list[str]:
     return problems
 
 
+def list_offsets_monotonic(history: History) -> list[str]:
+    """KIP-207: what ListOffsets answers for a partition's earliest or latest offset
+    never goes backwards, across leader changes too (a new leader answers
+    OFFSET_NOT_AVAILABLE until its high watermark caught up). Only an unclean election
+    may take it back, and a simulated run has none."""
+    last: dict[tuple[object, object], int] = {}
+    problems = []
+    for e in history:
+        if e[0] == "offsets":
+            key, offset = (e[1], e[2]), e[3]
+            if offset < last.get(key, offset):  # type: ignore[operator]
+                problems.append(f"partition {e[2]}: {e[1]} offset {offset} after {last[key]}")
+            last[key] = max(offset, last.get(key, offset))  # type: ignore[call-overload]
+    return problems
+
+
+def _violations(name: str) -> Callable[[History], list[str]]:
+    def judge(history: History) -> list[str]:
+        return [f"{e[2]} (at {e[3]}s)" for e in history if e[0] == "violated" and e[1] == name]
+
+    judge.__doc__ = f"Snapshots that broke {name} (sim/isr.py)."
+    return judge
+
+
 def quarantine_complete(
     removed: Sequence[tuple[str, bytes]], quarantined: Mapping[str, Sequence[bytes]]
 ) -> list[str]:
@@ -126,6 +153,8 @@ CHECKERS: dict[str, Callable[[History], list[str]]] = {
     "lost-write": lost_write,
     "inconsistent-offsets": inconsistent_offsets,
     "poll-skip-or-rewind": poll_skip_and_rewind,
+    "ListOffsetsMonotonic": list_offsets_monotonic,
+    **{name: _violations(name) for name in ("LeaderInIsr", "WeakIsr", "StrongIsr")},
 }
 
 

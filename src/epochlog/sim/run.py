@@ -19,7 +19,7 @@ from epochlog.client.admin import AsyncAdmin
 from epochlog.client.consumer import AsyncConsumer
 from epochlog.client.errors import ClientError, LogTruncationError
 from epochlog.client.producer import AsyncProducer
-from epochlog.sim import checkers
+from epochlog.sim import checkers, isr
 from epochlog.sim.cluster import DATA_DIR, SimCluster
 from epochlog.sim.disk import SimDisk
 from epochlog.sim.faults import FAULT_KINDS, Fault, draw_schedule, inject
@@ -29,6 +29,10 @@ TOPIC = "t"
 # A simulated run gives up reading back after this long: a lost record would otherwise
 # be waited for for ever (in virtual time); the checkers then say what is missing.
 READ_BACK_S = 120.0
+# How often the cluster is snapshotted for the KIP-320 model's invariants, and how often
+# the workload asks ListOffsets (KIP-207), in simulated seconds.
+OBSERVE_S = 0.05
+LIST_OFFSETS_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,10 @@ async def _run(
         for tp in partitions:
             consumer.seek(tp, 0)
         faults = asyncio.ensure_future(inject(clock, cluster, schedule, history.append))
+        watchers = [
+            asyncio.ensure_future(_observe(clock, cluster, history)),
+            asyncio.ensure_future(_list_offsets(clock, admin, partitions, history)),
+        ]
         start = clock.monotonic()
         sent = 0
         while clock.monotonic() - start < options.duration or not faults.done():
@@ -125,6 +133,9 @@ async def _run(
         await faults
         await producer.flush(300)
         await _read_back(clock, consumer, admin, partitions, history)
+        for watcher in watchers:
+            watcher.cancel()
+        await asyncio.gather(*watchers, return_exceptions=True)
     finally:
         await consumer.close()
         await producer.close()
@@ -158,6 +169,41 @@ async def _poll(
     except ClientError as exc:
         history.append(("error", kind, type(exc).__name__))
     return reached
+
+
+async def _observe(clock: SimClock, cluster: SimCluster, history: list[checkers.Event]) -> None:
+    """Judge the KIP-320 model's invariants on a snapshot between steps; each violation
+    goes into the history once."""
+    seen: set[str] = set()
+    while True:
+        await clock.sleep(OBSERVE_S)
+        views = isr.snapshot(cluster)
+        for name, judge in isr.SNAPSHOT_CHECKERS.items():
+            for problem in judge(views):
+                if problem not in seen:
+                    seen.add(problem)
+                    history.append(("violated", name, problem, round(clock.monotonic(), 3)))
+
+
+async def _list_offsets(
+    clock: SimClock,
+    admin: AsyncAdmin,
+    partitions: list[tuple[str, int]],
+    history: list[checkers.Event],
+) -> None:
+    """Ask every partition's earliest and latest offsets now and then, as a client
+    would (KIP-207's ListOffsets)."""
+    while True:
+        await clock.sleep(LIST_OFFSETS_S)
+        for spec, kind in ((-2, "earliest"), (-1, "latest")):
+            try:
+                answers = await admin.list_offsets({tp: spec for tp in partitions})
+            except ClientError as exc:
+                history.append(("error", "list-offsets", type(exc).__name__))
+                continue
+            for tp, answer in sorted(answers.items()):
+                if answer is not None:
+                    history.append(("offsets", kind, tp.partition, answer.offset))
 
 
 async def _read_back(
