@@ -42,6 +42,11 @@ def add_sim_arguments(parser: argparse.ArgumentParser) -> None:
         "--jobs", type=int, default=1, help="processes to run seeds in (a swarm: default 1)"
     )
     parser.add_argument("--trace-dir", default=".", help="where failing seeds' histories go")
+    parser.add_argument(
+        "--save-regression",
+        metavar="DIR",
+        help="shrink each failing seed's fault schedule and save it under DIR as JSON",
+    )
     parser.add_argument("--verbose", action="store_true", help="the brokers' warnings too")
 
 
@@ -74,6 +79,8 @@ def run_from_args(args: argparse.Namespace) -> int:
         if not result.ok:
             failed.append(result.seed)
             print(details(result, write_trace(result, args.trace_dir)), flush=True)
+            if args.save_regression:
+                print(_shrunk(result, options, args.save_regression), flush=True)
             for name, findings in result.findings.items():
                 broken[name] = broken.get(name, 0) + bool(findings)
     wall_s = time.perf_counter() - started
@@ -103,6 +110,16 @@ def _timed_run(seed: int, options: SimOptions) -> tuple[SimResult, float]:
     started = time.perf_counter()
     result = run_seed(seed, options)
     return result, time.perf_counter() - started
+
+
+def _shrunk(result: SimResult, options: SimOptions, directory: str) -> str:
+    from epochlog.sim.shrink import broken, save_regression, shrink
+
+    names = broken(result)
+    schedule = shrink(result.seed, options, result.schedule, names)
+    path = save_regression(directory, result.seed, options, schedule, names)
+    faults = "; ".join(str(f).strip() for f in schedule) or "no fault"
+    return f"  shrunk to {len(schedule)} of {len(result.schedule)} faults ({faults}): {path}"
 
 
 def summary(result: SimResult, options: SimOptions, wall_s: float) -> str:
