@@ -9,9 +9,10 @@ import pytest
 
 from epochlog.cli.main import main
 from epochlog.replication.partition import Partition
+from epochlog.sim.command import load_regression
 from epochlog.sim.faults import Fault
 from epochlog.sim.run import SimOptions, SimResult, run_seed
-from epochlog.sim.shrink import broken, load_regression, shrink
+from epochlog.sim.shrink import broken, shrink
 
 REGRESSIONS = Path(__file__).resolve().parent / "regressions"
 

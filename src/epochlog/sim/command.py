@@ -10,17 +10,20 @@ history is written to ``--trace-dir``.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
-from typing import TYPE_CHECKING
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
 
 from epochlog.sim.faults import FAULT_KINDS
 
 if TYPE_CHECKING:  # the simulator loads the whole broker: only when a run starts
+    from epochlog.sim.faults import Fault
     from epochlog.sim.run import SimOptions, SimResult
 
 
@@ -113,7 +116,7 @@ def _timed_run(seed: int, options: SimOptions) -> tuple[SimResult, float]:
 
 
 def _shrunk(result: SimResult, options: SimOptions, directory: str) -> str:
-    from epochlog.sim.shrink import broken, save_regression, shrink
+    from epochlog.sim.shrink import broken, shrink
 
     names = broken(result)
     schedule = shrink(result.seed, options, result.schedule, names)
@@ -151,3 +154,38 @@ def write_trace(result: SimResult, directory: str) -> str:
         for event in result.history:
             out.write(f"{event!r}\n")
     return path
+
+
+def save_regression(
+    directory: str, seed: int, options: SimOptions, schedule: list[Fault], names: set[str]
+) -> str:
+    """Write the run as ``seed-N.json`` under ``directory``; returns its path."""
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, f"seed-{seed}.json")
+    record = {
+        "seed": seed,
+        "options": asdict(options),
+        "schedule": [asdict(f) for f in schedule],
+        "broke": sorted(names),
+    }
+    with open(path, "w") as out:
+        json.dump(record, out, indent=2, sort_keys=True)
+        out.write("\n")
+    return path
+
+
+def load_regression(path: str) -> tuple[int, SimOptions, list[Fault], set[str]]:
+    """A saved run: its seed, options, schedule and the checkers it broke then."""
+    from epochlog.sim.faults import Fault
+    from epochlog.sim.run import SimOptions
+
+    with open(path) as source:
+        record: dict[str, Any] = json.load(source)
+    options = dict(record["options"])
+    options["faults"] = tuple(options["faults"])
+    return (
+        int(record["seed"]),
+        SimOptions(**options),
+        [Fault(**f) for f in record["schedule"]],
+        set(record["broke"]),
+    )
