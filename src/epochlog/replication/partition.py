@@ -10,7 +10,8 @@ tested without sockets or clocks:
   epoch, and it never goes backwards on a leader;
 - a follower joins the ISR only when its log end reached both the high watermark and the
   start offset of the leader's epoch, and never while the controller marks it offline;
-- a follower leaves the ISR after ``replica.lag.time.max.ms`` without being caught up;
+- a follower leaves the ISR after ``replica.lag.time.max.ms`` without being caught up,
+  and once out of it, counts again only from its next fetch;
 - ISR changes are proposals to the controller; until one is committed the old ISR counts.
 """
 
@@ -166,11 +167,19 @@ class Partition:
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
 
     def _update_same_epoch(self, state: PartitionState, now_ms: int) -> None:
+        left_isr = [r for r in self.state.isr if r not in state.isr]
         self.state = state
         self.pending_isr = None
         self.isr_retry_at_ms = 0
         if not self.is_leader:
             return
+        for r in left_isr:
+            if r in self.followers:
+                # Out of the ISR (the controller found it failed or restarted, or it
+                # lagged): where it fetched before says nothing of what it holds now (a
+                # restart loses unsynced records), so it must fetch again before it
+                # counts for the HW or the ISR (Kafka's KIP-903). The simulator found it.
+                self.followers[r] = FollowerReplica(r)
         for r in state.replicas:
             if r != self.local_broker_id and r not in self.followers:
                 self.followers[r] = FollowerReplica(r, last_caught_up_ms=now_ms)
