@@ -33,6 +33,10 @@ if TYPE_CHECKING:
 
 NO_LEADER = -1
 UNKNOWN_OFFSET = -1
+# A planted bug for the simulator's tests (tests/sim/test_sim_planted.py), never set
+# otherwise: a new leader takes its ISR followers as already at its log end in its
+# epoch, so its HW advances while they are still on the old epoch.
+_PLANTED_HW_BEFORE_FOLLOWERS_FETCH = False
 
 
 class StateChange(enum.Enum):
@@ -156,6 +160,10 @@ class Partition:
             for r in state.replicas
             if r != self.local_broker_id
         }
+        if _PLANTED_HW_BEFORE_FOLLOWERS_FETCH:
+            for follower in self.followers.values():
+                follower.log_end_offset = self.log.log_end_offset
+                follower.fetch_epoch = state.leader_epoch
         self.maybe_advance_high_watermark()
 
     def become_follower(self, state: PartitionState) -> None:

@@ -29,9 +29,7 @@ TOPIC = "t"
 # A simulated run gives up reading back after this long: a lost record would otherwise
 # be waited for for ever (in virtual time); the checkers then say what is missing.
 READ_BACK_S = 120.0
-# How often the cluster is snapshotted for the KIP-320 model's invariants, and how often
-# the workload asks ListOffsets (KIP-207), in simulated seconds.
-OBSERVE_S = 0.05
+# How often the workload asks ListOffsets (KIP-207), in simulated seconds.
 LIST_OFFSETS_S = 0.5
 
 
@@ -43,6 +41,9 @@ class SimOptions:
     rate: int = 200  # records per simulated second
     faults: tuple[str, ...] = FAULT_KINDS
     session_timeout_ms: int = 4000
+    # How often the cluster is snapshotted for the KIP-320 model's invariants (simulated
+    # seconds): a violation that lasts less may go unseen.
+    observe_s: float = 0.05
 
 
 @dataclass
@@ -118,7 +119,7 @@ async def _run(
             consumer.seek(tp, 0)
         faults = asyncio.ensure_future(inject(clock, cluster, schedule, history.append))
         watchers = [
-            asyncio.ensure_future(_observe(clock, cluster, history)),
+            asyncio.ensure_future(_observe(clock, cluster, options.observe_s, history)),
             asyncio.ensure_future(_list_offsets(clock, admin, partitions, history)),
         ]
         start = clock.monotonic()
@@ -171,12 +172,14 @@ async def _poll(
     return reached
 
 
-async def _observe(clock: SimClock, cluster: SimCluster, history: list[checkers.Event]) -> None:
+async def _observe(
+    clock: SimClock, cluster: SimCluster, every_s: float, history: list[checkers.Event]
+) -> None:
     """Judge the KIP-320 model's invariants on a snapshot between steps; each violation
     goes into the history once."""
     seen: set[str] = set()
     while True:
-        await clock.sleep(OBSERVE_S)
+        await clock.sleep(every_s)
         views = isr.snapshot(cluster)
         for name, judge in isr.SNAPSHOT_CHECKERS.items():
             for problem in judge(views):
