@@ -6,6 +6,7 @@ a function of the seed: a run with all of them replays byte for byte."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 
 from epochlog.sim.disk import SimDisk
@@ -83,3 +84,25 @@ def test_every_fault_kind_replays_byte_for_byte_and_holds() -> None:
     assert first.digest == again.digest
     assert first.ok, first.findings
     assert any(e[0] == "rot" for e in first.history)
+
+
+def test_a_wait_to_a_deadline_on_a_drifted_clock_ends() -> None:
+    """Wait until this clock reaches a deadline, as a long-polling fetch does: with the
+    drifted clock's rounding, a timer could end a hair before the deadline on it, and
+    the wait be started again at the same virtual instant for ever."""
+
+    async def main(clock: SimClock) -> int:
+        host = clock.for_host()
+        rounds = 0
+        for i in range(300):
+            await clock.sleep(0.0137 * (i % 7 + 1))
+            host.drift((1.25, 0.8, 2.0, 1.0)[i % 4])
+            deadline = host.monotonic() + 0.5 / (i + 1)
+            while (remaining := deadline - host.monotonic()) > 0:
+                with contextlib.suppress(TimeoutError):
+                    async with host.timeout(remaining):
+                        await asyncio.Event().wait()
+                rounds += 1
+        return rounds
+
+    assert run_simulated(main) >= 300

@@ -23,6 +23,8 @@ HOST: contextvars.ContextVar[str | None] = contextvars.ContextVar("sim_host", de
 # Loop iterations at one virtual instant before the run counts as spinning: a task that
 # polls the clock without ever sleeping would otherwise hold virtual time still for ever.
 BUSY_LIMIT = 200_000
+# What a drifted HostClock adds to each wait (see HostClock._virtual_s).
+DRIFT_MARGIN_S = 1e-9
 
 
 class SimulationStalled(RuntimeError):
@@ -168,10 +170,18 @@ class HostClock(SimClock):
         return self._anchor_monotonic + (self._loop.time() - self._anchor_virtual) * self._rate
 
     async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(seconds / self._rate)
+        await asyncio.sleep(self._virtual_s(seconds))
 
     def timeout(self, seconds: float) -> AbstractAsyncContextManager[None]:
-        return asyncio.timeout(seconds / self._rate)
+        return asyncio.timeout(self._virtual_s(seconds))
+
+    def _virtual_s(self, seconds: float) -> float:
+        """Virtual seconds until this clock has moved ``seconds``. Once drifted, the
+        float conversion may fall short of them by a rounding error: a wait that ends
+        then, with its deadline not yet reached on this clock, would be waited again
+        for ever at the same instant (a long-polling fetch did so). A nanosecond more
+        lets time move."""
+        return seconds / self._rate + (DRIFT_MARGIN_S if self._anchor_virtual else 0.0)
 
     def step(self, ms: int) -> None:
         """The wall clock jumps by ``ms`` (as an NTP step does); monotonic does not."""
