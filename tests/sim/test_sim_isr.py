@@ -6,11 +6,13 @@ from __future__ import annotations
 import pytest
 
 from epochlog.metadata.model import PartitionState
-from epochlog.sim.checkers import check
+from epochlog.sim.checkers import SNAPSHOT_INVARIANTS, check
 from epochlog.sim.isr import (
+    SNAPSHOT_CHECKERS,
     PartitionView,
     ReplicaView,
     leader_in_isr,
+    offline_never_joins_isr,
     same_log_below,
     strong_isr,
     weak_isr,
@@ -76,7 +78,8 @@ def test_a_run_records_list_offsets_answers_and_judges_snapshots() -> None:
     assert result.ok, result.findings
     kinds = {e[1] for e in result.history if e[0] == "offsets"}
     assert kinds == {"earliest", "latest"}
-    assert {"LeaderInIsr", "WeakIsr", "StrongIsr", "ListOffsetsMonotonic"} <= set(result.findings)
+    assert {*SNAPSHOT_INVARIANTS, "ListOffsetsMonotonic", "stalled"} <= set(result.findings)
+    assert set(SNAPSHOT_INVARIANTS) == {*SNAPSHOT_CHECKERS, "OfflineNeverJoinsIsr"}
 
 
 def test_a_high_watermark_that_runs_ahead_of_the_isr_is_caught(
@@ -96,3 +99,19 @@ def test_a_high_watermark_that_runs_ahead_of_the_isr_is_caught(
     result = run_seed(3, SimOptions(duration=6.0, faults=()))
     broken = {name for name, found in result.findings.items() if found}
     assert {"WeakIsr", "StrongIsr"} <= broken, result.findings
+
+
+def test_a_replica_joining_the_isr_while_listed_offline_is_caught() -> None:
+    before = [PartitionView("t-0", state_with(isr=[0, 1], offline=[2]), ())]
+    joined = [PartitionView("t-0", state_with(isr=[0, 1, 2], offline=[2]), ())]
+    back = [PartitionView("t-0", state_with(isr=[0, 1, 2], offline=[]), ())]
+    assert offline_never_joins_isr(before, joined) == [
+        "t-0: b2 joined the ISR [0, 1, 2] while offline"
+    ]
+    assert offline_never_joins_isr(before, back) == []
+    # A dead lone member staying in its ISR is no joining.
+    assert offline_never_joins_isr(joined, joined) == []
+
+
+def state_with(isr: list[int], offline: list[int]) -> PartitionState:
+    return PartitionState(0, 2, [0, 1, 2], isr, offline_replicas=offline)

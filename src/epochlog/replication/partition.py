@@ -283,8 +283,7 @@ class Partition:
             follower.fetch_epoch == self.leader_epoch
             and follower.log_end_offset >= self.high_watermark
             and follower.log_end_offset >= self.leader_epoch_start_offset
-            and follower.broker_id not in self.state.offline_replicas
-            and follower.broker_id in self.state.replicas
+            and self.state.may_join_isr(follower.broker_id)
         )
 
     def isr_expansion(self, now_ms: int) -> list[int] | None:

@@ -102,6 +102,10 @@ def list_offsets_monotonic(history: History) -> list[str]:
     return problems
 
 
+# Judged on snapshots of the cluster (sim/isr.py), recorded as "violated" events.
+SNAPSHOT_INVARIANTS = ("LeaderInIsr", "WeakIsr", "StrongIsr", "OfflineNeverJoinsIsr")
+
+
 def _violations(name: str) -> Callable[[History], list[str]]:
     def judge(history: History) -> list[str]:
         return [f"{e[2]} (at {e[3]}s)" for e in history if e[0] == "violated" and e[1] == name]
@@ -154,7 +158,7 @@ CHECKERS: dict[str, Callable[[History], list[str]]] = {
     "inconsistent-offsets": inconsistent_offsets,
     "poll-skip-or-rewind": poll_skip_and_rewind,
     "ListOffsetsMonotonic": list_offsets_monotonic,
-    **{name: _violations(name) for name in ("LeaderInIsr", "WeakIsr", "StrongIsr")},
+    **{name: _violations(name) for name in SNAPSHOT_INVARIANTS},
 }
 
 

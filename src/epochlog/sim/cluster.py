@@ -144,6 +144,12 @@ class SimCluster:
                 self.network.partition(f"b{i}", f"b{j}")
         self._metastore_of(i).disconnect(True)
 
+    def cut_metastore(self, i: int) -> None:
+        """Broker ``i`` loses only the metastore: its session expires and the controller
+        takes it for dead, yet it still fetches and serves (KAFKA-6880's zombie, why
+        KIP-320 keeps offline replicas out of the ISR) until ``heal``."""
+        self._metastore_of(i).disconnect(True)
+
     def heal(self) -> None:
         self.network.heal()
         for i in range(len(self.brokers)):

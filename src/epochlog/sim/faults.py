@@ -20,11 +20,12 @@ from epochlog.sim.loop import SimClock
 # kill: SIGKILL on a machine that loses its page cache (sim/disk.py), restarted later;
 # partition: cut from the network and the metastore, a zombie until healed;
 # split: cut from the other brokers and the metastore only (clients still reach it);
+# metastore: cut from the metastore only (it still fetches from its leaders);
 # pause: SIGSTOP then SIGCONT (its session expires meanwhile if the pause is long);
 # clock: its wall clock jumps forward and its clock runs fast or slow for a while;
 # disk: killed with its unsynced writes torn into garbage, and bytes of its segments
 # flipped while it is down (bit rot), then restarted: recovery must cut or repair.
-FAULT_KINDS = ("kill", "partition", "split", "pause", "clock", "disk")
+FAULT_KINDS = ("kill", "partition", "split", "metastore", "pause", "clock", "disk")
 
 Note = Callable[[tuple[object, ...]], None]
 
@@ -98,7 +99,8 @@ async def _do(clock: SimClock, cluster: SimCluster, fault: Fault, note: Note) ->
         await clock.sleep(fault.lasts)
         host_clock.drift(1.0)
     else:
-        (cluster.isolate if fault.kind == "partition" else cluster.split)(i)
+        cut = {"partition": cluster.isolate, "split": cluster.split}
+        cut.get(fault.kind, cluster.cut_metastore)(i)
         await clock.sleep(fault.lasts)
         cluster.heal()
     return False

@@ -168,6 +168,25 @@ def strong_isr(views: Sequence[PartitionView]) -> list[str]:
     ]
 
 
+def offline_never_joins_isr(
+    before: Sequence[PartitionView], views: Sequence[PartitionView]
+) -> list[str]:
+    """OfflineNeverJoinsIsr (KIP-320): a replica that joined the recorded ISR since the
+    last snapshot is not listed offline in the state that took it in. (A lone ISR
+    member that died may stay in the ISR it was last in, as in the model and Kafka:
+    that is no joining; one back online is no longer listed.)"""
+    previous = {v.name: v.quorum for v in before}
+    problems = []
+    for v in views:
+        old = previous.get(v.name)
+        if old is None:
+            continue
+        for r in sorted(set(v.quorum.isr) - set(old.isr)):
+            if r in v.quorum.offline_replicas:
+                problems.append(f"{v.name}: b{r} joined the ISR {v.quorum.isr} while offline")
+    return problems
+
+
 SNAPSHOT_CHECKERS = {
     "LeaderInIsr": leader_in_isr,
     "WeakIsr": weak_isr,

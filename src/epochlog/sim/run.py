@@ -23,7 +23,7 @@ from epochlog.sim import checkers, isr
 from epochlog.sim.cluster import DATA_DIR, SimCluster
 from epochlog.sim.disk import SimDisk
 from epochlog.sim.faults import FAULT_KINDS, Fault, draw_schedule, inject
-from epochlog.sim.loop import SimClock, run_simulated
+from epochlog.sim.loop import SimClock, SimulationStalled, run_simulated
 
 TOPIC = "t"
 # A simulated run gives up reading back after this long: a lost record would otherwise
@@ -73,9 +73,15 @@ def run_seed(
         )
     result = SimResult(seed, schedule)
     disks: list[SimDisk] = []
-    run_simulated(lambda clock: _run(clock, seed, options, schedule, result.history, disks))
+    stalled = []
+    try:
+        run_simulated(lambda clock: _run(clock, seed, options, schedule, result.history, disks))
+    except SimulationStalled as exc:
+        # A liveness bug (everything waits, or something spins): judged as far as it got.
+        stalled.append(str(exc))
     result.findings = checkers.check(result.history)
     result.findings["quarantine-complete"] = _quarantine_complete(disks[0])
+    result.findings["stalled"] = stalled
     return result
 
 
@@ -178,14 +184,18 @@ async def _observe(
     """Judge the KIP-320 model's invariants on a snapshot between steps; each violation
     goes into the history once."""
     seen: set[str] = set()
+    before: list[isr.PartitionView] = []
     while True:
         await clock.sleep(every_s)
         views = isr.snapshot(cluster)
-        for name, judge in isr.SNAPSHOT_CHECKERS.items():
-            for problem in judge(views):
+        found = [(name, judge(views)) for name, judge in isr.SNAPSHOT_CHECKERS.items()]
+        found.append(("OfflineNeverJoinsIsr", isr.offline_never_joins_isr(before, views)))
+        for name, problems in found:
+            for problem in problems:
                 if problem not in seen:
                     seen.add(problem)
                     history.append(("violated", name, problem, round(clock.monotonic(), 3)))
+        before = views
 
 
 async def _list_offsets(
