@@ -73,11 +73,19 @@ def test_list_offsets_going_backwards_is_caught() -> None:
     assert check(history)["ListOffsetsMonotonic"] == ["partition 0: latest offset 6 after 7"]
 
 
+def test_a_client_going_back_to_an_older_leader_epoch_is_caught() -> None:
+    history = [("client-epoch", "consumer", "t-0", e) for e in (0, 2, 1, 3)]
+    history.append(("client-epoch", "producer", "t-0", 0))
+    assert check(history)["StaleMetadataNeverUsed"] == ["consumer: t-0 went back to epoch 1 from 2"]
+
+
 def test_a_run_records_list_offsets_answers_and_judges_snapshots() -> None:
     result = run_seed(12, SimOptions(duration=8.0, faults=("kill",)))
     assert result.ok, result.findings
     kinds = {e[1] for e in result.history if e[0] == "offsets"}
     assert kinds == {"earliest", "latest"}
+    clients = {e[1] for e in result.history if e[0] == "client-epoch"}
+    assert clients == {"producer", "consumer", "admin"}
     assert {*SNAPSHOT_INVARIANTS, "ListOffsetsMonotonic", "stalled"} <= set(result.findings)
     assert set(SNAPSHOT_INVARIANTS) == {*SNAPSHOT_CHECKERS, "OfflineNeverJoinsIsr"}
 

@@ -8,6 +8,7 @@ A history is a list of events (tuples whose first item names the kind):
                                             (divergence None: not known) and moved there
     ("final", partition, offset, value)     the read of every partition after the run
     ("offsets", kind, partition, offset)    ListOffsets answered (kind: earliest|latest)
+    ("client-epoch", client, tp, epoch)     the leader epoch a client holds for tp changed
     ("violated", name, problem, time)       a snapshot broke the KIP-320 model's
                                             invariant ``name`` (``sim/isr.py``)
 
@@ -106,6 +107,21 @@ def list_offsets_monotonic(history: History) -> list[str]:
 SNAPSHOT_INVARIANTS = ("LeaderInIsr", "WeakIsr", "StrongIsr", "OfflineNeverJoinsIsr")
 
 
+def stale_metadata_never_used(history: History) -> list[str]:
+    """KIP-232: a client never goes back to metadata whose leader epoch for a partition
+    is lower than one it already held (it refuses such a Metadata answer and asks
+    again), so it never routes by a deposed leader's view."""
+    held: dict[tuple[object, object], int] = {}
+    problems = []
+    for e in history:
+        if e[0] == "client-epoch":
+            key, epoch = (e[1], e[2]), e[3]
+            if epoch < held.get(key, epoch):  # type: ignore[operator]
+                problems.append(f"{e[1]}: {e[2]} went back to epoch {epoch} from {held[key]}")
+            held[key] = max(epoch, held.get(key, epoch))  # type: ignore[call-overload]
+    return problems
+
+
 def _violations(name: str) -> Callable[[History], list[str]]:
     def judge(history: History) -> list[str]:
         return [f"{e[2]} (at {e[3]}s)" for e in history if e[0] == "violated" and e[1] == name]
@@ -158,6 +174,7 @@ CHECKERS: dict[str, Callable[[History], list[str]]] = {
     "inconsistent-offsets": inconsistent_offsets,
     "poll-skip-or-rewind": poll_skip_and_rewind,
     "ListOffsetsMonotonic": list_offsets_monotonic,
+    "StaleMetadataNeverUsed": stale_metadata_never_used,
     **{name: _violations(name) for name in SNAPSHOT_INVARIANTS},
 }
 

@@ -125,7 +125,15 @@ async def _run(
             consumer.seek(tp, 0)
         faults = asyncio.ensure_future(inject(clock, cluster, schedule, history.append))
         watchers = [
-            asyncio.ensure_future(_observe(clock, cluster, options.observe_s, history)),
+            asyncio.ensure_future(
+                _observe(
+                    clock,
+                    cluster,
+                    {"producer": producer, "consumer": consumer, "admin": admin},
+                    options.observe_s,
+                    history,
+                )
+            ),
             asyncio.ensure_future(_list_offsets(clock, admin, partitions, history)),
         ]
         start = clock.monotonic()
@@ -179,14 +187,24 @@ async def _poll(
 
 
 async def _observe(
-    clock: SimClock, cluster: SimCluster, every_s: float, history: list[checkers.Event]
+    clock: SimClock,
+    cluster: SimCluster,
+    clients: dict[str, AsyncProducer | AsyncConsumer | AsyncAdmin],
+    every_s: float,
+    history: list[checkers.Event],
 ) -> None:
-    """Judge the KIP-320 model's invariants on a snapshot between steps; each violation
-    goes into the history once."""
+    """Judge the KIP-320 model's invariants on a snapshot between steps (each violation
+    goes into the history once), and record each change of a leader epoch the clients
+    hold (KIP-232)."""
     seen: set[str] = set()
     before: list[isr.PartitionView] = []
+    held: dict[tuple[str, str], int] = {}
     while True:
         await clock.sleep(every_s)
+        for key, epoch in _client_epochs(clients):
+            if held.get(key) != epoch:
+                held[key] = epoch
+                history.append(("client-epoch", *key, epoch))
         views = isr.snapshot(cluster)
         found = [(name, judge(views)) for name, judge in isr.SNAPSHOT_CHECKERS.items()]
         found.append(("OfflineNeverJoinsIsr", isr.offline_never_joins_isr(before, views)))
@@ -196,6 +214,19 @@ async def _observe(
                     seen.add(problem)
                     history.append(("violated", name, problem, round(clock.monotonic(), 3)))
         before = views
+
+
+def _client_epochs(
+    clients: dict[str, AsyncProducer | AsyncConsumer | AsyncAdmin],
+) -> list[tuple[tuple[str, str], int]]:
+    """((client, topic-partition), leader epoch) of the metadata each client acts on."""
+    held = []
+    for name, client in clients.items():
+        cache = client._cluster.cache  # what it routes requests by: read, never changed
+        for topic, meta in sorted(cache.topics.items()):
+            for index, part in sorted(meta.partitions.items()):
+                held.append(((name, f"{topic}-{index}"), part.leader_epoch))
+    return held
 
 
 async def _list_offsets(
