@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from epochlog.client import group_commits
 from epochlog.replication import partition
 from epochlog.sim.run import SimOptions, SimResult, run_seed
 from epochlog.sim.shrink import broken
@@ -30,5 +31,19 @@ def test_a_high_watermark_advancing_while_followers_are_on_the_old_epoch_is_caug
     result = first_failure(options, range(1, 201))  # seed 1 catches it
     assert broken(result) & {"WeakIsr", "StrongIsr"}, result.findings
     assert broken(result) <= {"WeakIsr", "StrongIsr", "lost-write", "inconsistent-offsets"}
+    monkeypatch.undo()
+    assert run_seed(result.seed, options).ok
+
+
+def test_a_consumer_committing_an_offset_without_its_epoch_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Offsets are committed without the epoch of the record before them: a consumer
+    resuming from one could not tell a truncation. The groups workload's committed
+    offsets, read back, show it; CommittedOffsetsCarryEpochs names it."""
+    monkeypatch.setattr(group_commits, "_PLANTED_COMMIT_WITHOUT_EPOCH", True)
+    options = SimOptions(duration=8.0, faults=(), workload=("produce", "consume", "groups"))
+    result = first_failure(options, range(1, 201))  # seed 1 catches it
+    assert broken(result) == {"CommittedOffsetsCarryEpochs"}, result.findings
     monkeypatch.undo()
     assert run_seed(result.seed, options).ok

@@ -9,6 +9,8 @@ A history is a list of events (tuples whose first item names the kind):
     ("final", partition, offset, value)     the read of every partition after the run
     ("offsets", kind, partition, offset)    ListOffsets answered (kind: earliest|latest)
     ("client-epoch", client, tp, epoch)     the leader epoch a client holds for tp changed
+    ("committed", members, ((p, o, e),...)) the group's members and committed offsets
+                                            with their epochs (``sim/groups.py``)
     ("violated", name, problem, time)       a snapshot broke the KIP-320 model's
                                             invariant ``name`` (``sim/isr.py``)
 
@@ -122,6 +124,36 @@ def stale_metadata_never_used(history: History) -> list[str]:
     return problems
 
 
+def offsets_of_live_groups_kept(history: History) -> list[str]:
+    """KIP-211: a group's committed offsets expire only once it has been empty for the
+    retention time: between two looks at a group that had members both times, no
+    partition's committed offset disappears."""
+    problems = []
+    before: tuple[object, set[object]] | None = None
+    for e in history:
+        if e[0] != "committed":
+            continue
+        members, committed = e[1], {c[0] for c in e[2]}  # type: ignore[attr-defined]
+        if before is not None and before[0] and members:
+            for partition in sorted(before[1] - committed):  # type: ignore[type-var]
+                problems.append(f"partition {partition}: committed offset gone, group live")
+        before = (members, committed)
+    return problems
+
+
+def committed_offsets_carry_epochs(history: History) -> list[str]:
+    """KIP-320: a committed offset past a partition's start carries the leader epoch of
+    the record before it, so a consumer resuming from it can detect a truncation."""
+    missing = {
+        (c[0], c[1])
+        for e in history
+        if e[0] == "committed"
+        for c in e[2]  # type: ignore[attr-defined]
+        if c[1] > 0 and c[2] is None
+    }
+    return [f"partition {p}: offset {o} committed without an epoch" for p, o in sorted(missing)]
+
+
 def _violations(name: str) -> Callable[[History], list[str]]:
     def judge(history: History) -> list[str]:
         return [f"{e[2]} (at {e[3]}s)" for e in history if e[0] == "violated" and e[1] == name]
@@ -175,6 +207,8 @@ CHECKERS: dict[str, Callable[[History], list[str]]] = {
     "poll-skip-or-rewind": poll_skip_and_rewind,
     "ListOffsetsMonotonic": list_offsets_monotonic,
     "StaleMetadataNeverUsed": stale_metadata_never_used,
+    "OffsetsOfLiveGroupsKept": offsets_of_live_groups_kept,
+    "CommittedOffsetsCarryEpochs": committed_offsets_carry_epochs,
     **{name: _violations(name) for name in SNAPSHOT_INVARIANTS},
 }
 

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from epochlog.sim.faults import FAULT_KINDS
 
+WORKLOADS = ("produce", "consume", "groups")
+
 if TYPE_CHECKING:  # the simulator loads the whole broker: only when a run starts
     from epochlog.sim.faults import Fault
     from epochlog.sim.run import SimOptions, SimResult
@@ -42,6 +44,11 @@ def add_sim_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"comma-separated, from {','.join(FAULT_KINDS)} (empty: none)",
     )
     parser.add_argument(
+        "--workload",
+        default="produce,consume",
+        help="comma-separated: produce,consume (always) and groups (a committing group)",
+    )
+    parser.add_argument(
         "--jobs", type=int, default=1, help="processes to run seeds in (a swarm: default 1)"
     )
     parser.add_argument("--trace-dir", default=".", help="where failing seeds' histories go")
@@ -60,7 +67,12 @@ def options_from_args(args: argparse.Namespace) -> SimOptions:
     unknown = sorted(set(faults) - set(FAULT_KINDS))
     if unknown:
         raise ValueError(f"unknown faults: {', '.join(unknown)}")
-    return SimOptions(args.brokers, args.partitions, args.duration, args.rate, faults)
+    workload = tuple(w for w in args.workload.split(",") if w)
+    if not {"produce", "consume"} <= set(workload) or set(workload) - set(WORKLOADS):
+        raise ValueError(f"workload must hold produce and consume, from {','.join(WORKLOADS)}")
+    return SimOptions(
+        args.brokers, args.partitions, args.duration, args.rate, faults, workload=workload
+    )
 
 
 def run_from_args(args: argparse.Namespace) -> int:

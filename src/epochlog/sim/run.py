@@ -19,7 +19,7 @@ from epochlog.client.admin import AsyncAdmin
 from epochlog.client.consumer import AsyncConsumer
 from epochlog.client.errors import ClientError, LogTruncationError
 from epochlog.client.producer import AsyncProducer
-from epochlog.sim import checkers, isr
+from epochlog.sim import checkers, groups, isr
 from epochlog.sim.cluster import DATA_DIR, SimCluster
 from epochlog.sim.disk import SimDisk
 from epochlog.sim.faults import FAULT_KINDS, Fault, draw_schedule, inject
@@ -40,6 +40,7 @@ class SimOptions:
     duration: float = 30.0  # simulated seconds of workload and faults
     rate: int = 200  # records per simulated second
     faults: tuple[str, ...] = FAULT_KINDS
+    workload: tuple[str, ...] = ("produce", "consume")  # "groups" adds sim/groups.py's
     session_timeout_ms: int = 4000
     # How often the cluster is snapshotted for the KIP-320 model's invariants (simulated
     # seconds): a violation that lasts less may go unseen.
@@ -115,6 +116,7 @@ async def _run(
     admin = AsyncAdmin(config, seams)
     producer = AsyncProducer({**config, "linger.ms": 2, "delivery.timeout.ms": 300_000}, seams)
     consumer = AsyncConsumer({**config, "auto.offset.reset": "none"}, seams)
+    closing: list[AsyncConsumer] = []
     try:
         await admin.create_topic(
             TOPIC, partitions=options.partitions, replication_factor=min(3, options.brokers)
@@ -136,6 +138,15 @@ async def _run(
             ),
             asyncio.ensure_future(_list_offsets(clock, admin, partitions, history)),
         ]
+        if "groups" in options.workload:
+            member = AsyncConsumer(
+                {**config, "group.id": groups.GROUP, "auto.offset.reset": "earliest"}, seams
+            )
+            closing.append(member)
+            watchers.append(asyncio.ensure_future(groups.member(member, TOPIC, history)))
+            watchers.append(
+                asyncio.ensure_future(groups.watch(clock, admin, LIST_OFFSETS_S, history))
+            )
         start = clock.monotonic()
         sent = 0
         while clock.monotonic() - start < options.duration or not faults.done():
@@ -152,6 +163,8 @@ async def _run(
             watcher.cancel()
         await asyncio.gather(*watchers, return_exceptions=True)
     finally:
+        for member in closing:
+            await member.close()
         await consumer.close()
         await producer.close()
         await admin.close()
