@@ -221,3 +221,22 @@ def test_settings_use_kafka_names_and_defaults() -> None:
         ReplicationSettings.from_settings(
             BROKER.parse({"replica.fetch.wait.max.ms": "600", "replica.socket.timeout.ms": "500"})
         )
+
+
+def test_a_follower_out_of_the_isr_counts_again_only_from_its_next_fetch(
+    tmp_path: Path,
+) -> None:
+    """Broker 2 fetched up to 5, crashed and restarted with 2 records: the controller
+    takes it out of the ISR. Its position from before must not take it back in (nor
+    hold up the HW): found by the simulator (tests/sim/regressions/seed-210.json)."""
+    p = make_partition(tmp_path, state(epoch=1))
+    p.append_as_leader(records(5))
+    p.record_follower_fetch(1, 5, 1, 1)
+    p.record_follower_fetch(2, 5, 1, 1)
+    assert p.high_watermark == 5
+    p.apply_state(state(epoch=1, isr=(0, 1), pe=1), now_ms=2)
+    assert p.isr_expansion(now_ms=2) is None
+    p.record_follower_fetch(2, 2, 1, 3)  # its first fetch in its new life
+    assert p.isr_expansion(now_ms=3) is None
+    p.record_follower_fetch(2, 5, 1, 4)
+    assert p.isr_expansion(now_ms=4) == [0, 1, 2]

@@ -61,3 +61,21 @@ def test_records_removed_from_a_segment_must_be_in_that_partitions_quarantine() 
     # A torn batch (a crash's, cut at recovery) holds no record to keep.
     torn = [("/sim/b0/t-0/00000000000000000000.log", _segment([(8, b"d")])[:-3])]
     assert quarantine_complete(torn, {}) == []
+
+
+def test_a_live_groups_committed_offset_disappearing_is_caught() -> None:
+    history: list[tuple[object, ...]] = [("committed", 1, ((0, 5, 1), (1, 3, 1)))]
+    history += [("committed", 1, ((0, 7, 1),))]
+    assert check(history)["OffsetsOfLiveGroupsKept"] == [
+        "partition 1: committed offset gone, group live"
+    ]
+    # Empty in between: KIP-211 lets its offsets expire.
+    emptied = [history[0], ("committed", 0, ((0, 5, 1),)), ("committed", 1, ())]
+    assert check(emptied)["OffsetsOfLiveGroupsKept"] == []
+
+
+def test_an_offset_committed_without_its_epoch_is_caught() -> None:
+    history = [("committed", 1, ((0, 0, None), (1, 4, None), (2, 9, 3)))]
+    assert check(history)["CommittedOffsetsCarryEpochs"] == [
+        "partition 1: offset 4 committed without an epoch"
+    ]

@@ -87,3 +87,12 @@ def test_a_truncation_that_skips_the_quarantine_is_caught(
     assert not result.ok, "ten seeds and the planted bug went unseen"
     broken = {name for name, found in result.findings.items() if found}
     assert broken == {"quarantine-complete"}, result.findings
+
+
+def test_the_workload_must_produce_and_consume_and_may_add_groups(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["sim", "--workload", "produce,groups", "--duration", "6"]) == 2
+    assert "workload must hold produce and consume" in capsys.readouterr().err
+    code = main(["sim", "--seed", "3", "--duration", "6", "--workload", "produce,consume,groups"])
+    assert code == 0, capsys.readouterr().out

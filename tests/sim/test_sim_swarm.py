@@ -1,5 +1,5 @@
 """CI's swarm: a fixed list of seeds and fresh ones (printed, to be replayed), each a
-simulated cluster under kills and partitions, every invariant checked."""
+simulated cluster under every fault kind, every invariant checked."""
 
 from __future__ import annotations
 

@@ -38,6 +38,9 @@ class MemberConsumer(Protocol):
 
 
 log = logging.getLogger("epochlog.client.group")
+# A planted bug for the simulator's tests (tests/sim/test_sim_planted.py), never set
+# otherwise: offsets are committed without the leader epoch of the record before them.
+_PLANTED_COMMIT_WITHOUT_EPOCH = False
 
 OFFSET_COMMIT_VERSION = 8
 OFFSET_FETCH_VERSION = 8
@@ -144,7 +147,9 @@ class GroupCommits(abc.ABC):
                 partition_cls(
                     partition_index=tp.partition,
                     committed_offset=at.offset,
-                    committed_leader_epoch=-1 if at.leader_epoch is None else at.leader_epoch,
+                    committed_leader_epoch=-1
+                    if at.leader_epoch is None or _PLANTED_COMMIT_WITHOUT_EPOCH
+                    else at.leader_epoch,
                     committed_metadata="",
                 )
             )

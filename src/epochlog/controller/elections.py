@@ -154,6 +154,6 @@ def apply_isr_change(
     if any(r not in state.replicas for r in new_isr):
         return None
     added = set(new_isr) - set(state.isr)
-    if any(r not in live or r in state.offline_replicas for r in added):
+    if not all(state.may_join_isr(r, live) for r in added):
         return None
     return _changed(state, isr=list(new_isr))

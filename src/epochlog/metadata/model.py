@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 
@@ -29,6 +30,17 @@ class PartitionState:
     @property
     def version(self) -> tuple[int, int]:
         return self.leader_epoch, self.partition_epoch
+
+    def may_join_isr(self, replica: int, live: Collection[int] | None = None) -> bool:
+        """KIP-320: a replica the controller marks offline (or, given the controller's
+        ``live`` brokers, one not among them) never joins the ISR, even if it fetches (a
+        zombie cut from the metastore would count for min.insync.replicas without being
+        electable). The leader asks before proposing, the controller before accepting."""
+        return (
+            replica in self.replicas
+            and replica not in self.offline_replicas
+            and (live is None or replica in live)
+        )
 
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets"})

@@ -47,6 +47,10 @@ class MemoryStore:
             weakref.WeakValueDictionary()
         )
         self.next_client_id = 1
+        # The server's clock, as ZooKeeper's: session deadlines are judged on it, not on
+        # a client's own (a simulation steps and drifts hosts' clocks). None: each
+        # client's clock, all one in a process.
+        self.clock: Clock | None = None
 
     def new_session(self, timeout_ms: int, now_ms: int) -> int:
         sid = self.next_session_id
@@ -138,10 +142,11 @@ class MemoryMetastore(TreeMetastore):
     def __init__(self, store: MemoryStore, clock: Clock, session_timeout_ms: int) -> None:
         super().__init__(clock, session_timeout_ms)
         self.store = store
+        self._deadlines = store.clock or clock
         self._heartbeats_paused = False
         self.disconnected = False
         with store.lock:
-            self._session = store.new_session(session_timeout_ms, clock.time_ms())
+            self._session = store.new_session(session_timeout_ms, self._deadlines.time_ms())
             self._client_id = store.next_client_id
             store.next_client_id += 1
             store.clients[self._client_id] = self
@@ -177,7 +182,7 @@ class MemoryMetastore(TreeMetastore):
     def _heartbeat(self) -> bool:
         """Touch our session (renewing it if it expired); False when it had expired."""
         with self.store.lock:
-            now = self.clock.time_ms()
+            now = self._deadlines.time_ms()
             txn = _Txn(self.store)
             alive = self._touch(txn, now)
         self.store.publish(txn.events)
@@ -201,7 +206,7 @@ class MemoryMetastore(TreeMetastore):
         if self.disconnected:
             raise ConnectionLossError("disconnected from the metastore")
         with self.store.lock:
-            now = self.clock.time_ms()
+            now = self._deadlines.time_ms()
             txn = _Txn(self.store)
             alive = self._touch(txn, now)
             if alive:
@@ -224,7 +229,7 @@ class MemoryMetastore(TreeMetastore):
         if self.disconnected:
             raise ConnectionLossError("disconnected from the metastore")
         with self.store.lock:
-            return action(_Txn(self.store), self._session, self.clock.time_ms())
+            return action(_Txn(self.store), self._session, self._deadlines.time_ms())
 
     async def close(self) -> None:
         if self.closed:

@@ -10,7 +10,8 @@ tested without sockets or clocks:
   epoch, and it never goes backwards on a leader;
 - a follower joins the ISR only when its log end reached both the high watermark and the
   start offset of the leader's epoch, and never while the controller marks it offline;
-- a follower leaves the ISR after ``replica.lag.time.max.ms`` without being caught up;
+- a follower leaves the ISR after ``replica.lag.time.max.ms`` without being caught up,
+  and once out of it, counts again only from its next fetch;
 - ISR changes are proposals to the controller; until one is committed the old ISR counts.
 """
 
@@ -32,6 +33,10 @@ if TYPE_CHECKING:
 
 NO_LEADER = -1
 UNKNOWN_OFFSET = -1
+# A planted bug for the simulator's tests (tests/sim/test_sim_planted.py), never set
+# otherwise: a new leader takes its ISR followers as already at its log end in its
+# epoch, so its HW advances while they are still on the old epoch.
+_PLANTED_HW_BEFORE_FOLLOWERS_FETCH = False
 
 
 class StateChange(enum.Enum):
@@ -160,6 +165,10 @@ class Partition:
             for r in state.replicas
             if r != self.local_broker_id
         }
+        if _PLANTED_HW_BEFORE_FOLLOWERS_FETCH:
+            for follower in self.followers.values():
+                follower.log_end_offset = self.log.log_end_offset
+                follower.fetch_epoch = state.leader_epoch
         self.maybe_advance_high_watermark()
 
     def become_follower(self, state: PartitionState) -> None:
@@ -171,11 +180,19 @@ class Partition:
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
 
     def _update_same_epoch(self, state: PartitionState, now_ms: int) -> None:
+        left_isr = [r for r in self.state.isr if r not in state.isr]
         self.state = state
         self.pending_isr = None
         self.isr_retry_at_ms = 0
         if not self.is_leader:
             return
+        for r in left_isr:
+            if r in self.followers:
+                # Out of the ISR (the controller found it failed or restarted, or it
+                # lagged): where it fetched before says nothing of what it holds now (a
+                # restart loses unsynced records), so it must fetch again before it
+                # counts for the HW or the ISR (Kafka's KIP-903). The simulator found it.
+                self.followers[r] = FollowerReplica(r)
         for r in state.replicas:
             if r != self.local_broker_id and r not in self.followers:
                 self.followers[r] = FollowerReplica(r, last_caught_up_ms=now_ms)
@@ -286,8 +303,7 @@ class Partition:
             follower.fetch_epoch == self.leader_epoch
             and follower.log_end_offset >= self.high_watermark
             and follower.log_end_offset >= self.leader_epoch_start_offset
-            and follower.broker_id not in self.state.offline_replicas
-            and follower.broker_id in self.state.replicas
+            and self.state.may_join_isr(follower.broker_id)
         )
 
     def isr_expansion(self, now_ms: int) -> list[int] | None:

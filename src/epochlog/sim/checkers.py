@@ -7,6 +7,12 @@ A history is a list of events (tuples whose first item names the kind):
     ("truncated", partition, divergence)    the live consumer reported a truncation
                                             (divergence None: not known) and moved there
     ("final", partition, offset, value)     the read of every partition after the run
+    ("offsets", kind, partition, offset)    ListOffsets answered (kind: earliest|latest)
+    ("client-epoch", client, tp, epoch)     the leader epoch a client holds for tp changed
+    ("committed", members, ((p, o, e),...)) the group's members and committed offsets
+                                            with their epochs (``sim/groups.py``)
+    ("violated", name, problem, time)       a snapshot broke the KIP-320 model's
+                                            invariant ``name`` (``sim/isr.py``)
 
 Record i's value is ``value_of(i)``. Elections in a simulated run are clean, so a
 record once acknowledged, or once handed out (it was below the high watermark), stays.
@@ -83,6 +89,79 @@ def poll_skip_and_rewind(history: History) -> list[str]:
     return problems
 
 
+def list_offsets_monotonic(history: History) -> list[str]:
+    """KIP-207: what ListOffsets answers for a partition's earliest or latest offset
+    never goes backwards, across leader changes too (a new leader answers
+    OFFSET_NOT_AVAILABLE until its high watermark caught up). Only an unclean election
+    may take it back, and a simulated run has none."""
+    last: dict[tuple[object, object], int] = {}
+    problems = []
+    for e in history:
+        if e[0] == "offsets":
+            key, offset = (e[1], e[2]), e[3]
+            if offset < last.get(key, offset):  # type: ignore[operator]
+                problems.append(f"partition {e[2]}: {e[1]} offset {offset} after {last[key]}")
+            last[key] = max(offset, last.get(key, offset))  # type: ignore[call-overload]
+    return problems
+
+
+# Judged on snapshots of the cluster (sim/isr.py), recorded as "violated" events.
+SNAPSHOT_INVARIANTS = ("LeaderInIsr", "WeakIsr", "StrongIsr", "OfflineNeverJoinsIsr")
+
+
+def stale_metadata_never_used(history: History) -> list[str]:
+    """KIP-232: a client never goes back to metadata whose leader epoch for a partition
+    is lower than one it already held (it refuses such a Metadata answer and asks
+    again), so it never routes by a deposed leader's view."""
+    held: dict[tuple[object, object], int] = {}
+    problems = []
+    for e in history:
+        if e[0] == "client-epoch":
+            key, epoch = (e[1], e[2]), e[3]
+            if epoch < held.get(key, epoch):  # type: ignore[operator]
+                problems.append(f"{e[1]}: {e[2]} went back to epoch {epoch} from {held[key]}")
+            held[key] = max(epoch, held.get(key, epoch))  # type: ignore[call-overload]
+    return problems
+
+
+def offsets_of_live_groups_kept(history: History) -> list[str]:
+    """KIP-211: a group's committed offsets expire only once it has been empty for the
+    retention time: between two looks at a group that had members both times, no
+    partition's committed offset disappears."""
+    problems = []
+    before: tuple[object, set[object]] | None = None
+    for e in history:
+        if e[0] != "committed":
+            continue
+        members, committed = e[1], {c[0] for c in e[2]}  # type: ignore[attr-defined]
+        if before is not None and before[0] and members:
+            for partition in sorted(before[1] - committed):  # type: ignore[type-var]
+                problems.append(f"partition {partition}: committed offset gone, group live")
+        before = (members, committed)
+    return problems
+
+
+def committed_offsets_carry_epochs(history: History) -> list[str]:
+    """KIP-320: a committed offset past a partition's start carries the leader epoch of
+    the record before it, so a consumer resuming from it can detect a truncation."""
+    missing = {
+        (c[0], c[1])
+        for e in history
+        if e[0] == "committed"
+        for c in e[2]  # type: ignore[attr-defined]
+        if c[1] > 0 and c[2] is None
+    }
+    return [f"partition {p}: offset {o} committed without an epoch" for p, o in sorted(missing)]
+
+
+def _violations(name: str) -> Callable[[History], list[str]]:
+    def judge(history: History) -> list[str]:
+        return [f"{e[2]} (at {e[3]}s)" for e in history if e[0] == "violated" and e[1] == name]
+
+    judge.__doc__ = f"Snapshots that broke {name} (sim/isr.py)."
+    return judge
+
+
 def quarantine_complete(
     removed: Sequence[tuple[str, bytes]], quarantined: Mapping[str, Sequence[bytes]]
 ) -> list[str]:
@@ -126,6 +205,11 @@ CHECKERS: dict[str, Callable[[History], list[str]]] = {
     "lost-write": lost_write,
     "inconsistent-offsets": inconsistent_offsets,
     "poll-skip-or-rewind": poll_skip_and_rewind,
+    "ListOffsetsMonotonic": list_offsets_monotonic,
+    "StaleMetadataNeverUsed": stale_metadata_never_used,
+    "OffsetsOfLiveGroupsKept": offsets_of_live_groups_kept,
+    "CommittedOffsetsCarryEpochs": committed_offsets_carry_epochs,
+    **{name: _violations(name) for name in SNAPSHOT_INVARIANTS},
 }
 
 

@@ -10,17 +10,22 @@ history is written to ``--trace-dir``.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
-from typing import TYPE_CHECKING
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
 
 from epochlog.sim.faults import FAULT_KINDS
 
+WORKLOADS = ("produce", "consume", "groups")
+
 if TYPE_CHECKING:  # the simulator loads the whole broker: only when a run starts
+    from epochlog.sim.faults import Fault
     from epochlog.sim.run import SimOptions, SimResult
 
 
@@ -39,9 +44,19 @@ def add_sim_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"comma-separated, from {','.join(FAULT_KINDS)} (empty: none)",
     )
     parser.add_argument(
+        "--workload",
+        default="produce,consume",
+        help="comma-separated: produce,consume (always) and groups (a committing group)",
+    )
+    parser.add_argument(
         "--jobs", type=int, default=1, help="processes to run seeds in (a swarm: default 1)"
     )
     parser.add_argument("--trace-dir", default=".", help="where failing seeds' histories go")
+    parser.add_argument(
+        "--save-regression",
+        metavar="DIR",
+        help="shrink each failing seed's fault schedule and save it under DIR as JSON",
+    )
     parser.add_argument("--verbose", action="store_true", help="the brokers' warnings too")
 
 
@@ -52,7 +67,12 @@ def options_from_args(args: argparse.Namespace) -> SimOptions:
     unknown = sorted(set(faults) - set(FAULT_KINDS))
     if unknown:
         raise ValueError(f"unknown faults: {', '.join(unknown)}")
-    return SimOptions(args.brokers, args.partitions, args.duration, args.rate, faults)
+    workload = tuple(w for w in args.workload.split(",") if w)
+    if not {"produce", "consume"} <= set(workload) or set(workload) - set(WORKLOADS):
+        raise ValueError(f"workload must hold produce and consume, from {','.join(WORKLOADS)}")
+    return SimOptions(
+        args.brokers, args.partitions, args.duration, args.rate, faults, workload=workload
+    )
 
 
 def run_from_args(args: argparse.Namespace) -> int:
@@ -74,6 +94,8 @@ def run_from_args(args: argparse.Namespace) -> int:
         if not result.ok:
             failed.append(result.seed)
             print(details(result, write_trace(result, args.trace_dir)), flush=True)
+            if args.save_regression:
+                print(_shrunk(result, options, args.save_regression), flush=True)
             for name, findings in result.findings.items():
                 broken[name] = broken.get(name, 0) + bool(findings)
     wall_s = time.perf_counter() - started
@@ -105,6 +127,16 @@ def _timed_run(seed: int, options: SimOptions) -> tuple[SimResult, float]:
     return result, time.perf_counter() - started
 
 
+def _shrunk(result: SimResult, options: SimOptions, directory: str) -> str:
+    from epochlog.sim.shrink import broken, shrink
+
+    names = broken(result)
+    schedule = shrink(result.seed, options, result.schedule, names)
+    path = save_regression(directory, result.seed, options, schedule, names)
+    faults = "; ".join(str(f).strip() for f in schedule) or "no fault"
+    return f"  shrunk to {len(schedule)} of {len(result.schedule)} faults ({faults}): {path}"
+
+
 def summary(result: SimResult, options: SimOptions, wall_s: float) -> str:
     acked = sum(1 for e in result.history if e[0] == "ack")
     verdict = "ok" if result.ok else "FAILED"
@@ -134,3 +166,38 @@ def write_trace(result: SimResult, directory: str) -> str:
         for event in result.history:
             out.write(f"{event!r}\n")
     return path
+
+
+def save_regression(
+    directory: str, seed: int, options: SimOptions, schedule: list[Fault], names: set[str]
+) -> str:
+    """Write the run as ``seed-N.json`` under ``directory``; returns its path."""
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, f"seed-{seed}.json")
+    record = {
+        "seed": seed,
+        "options": asdict(options),
+        "schedule": [asdict(f) for f in schedule],
+        "broke": sorted(names),
+    }
+    with open(path, "w") as out:
+        json.dump(record, out, indent=2, sort_keys=True)
+        out.write("\n")
+    return path
+
+
+def load_regression(path: str) -> tuple[int, SimOptions, list[Fault], set[str]]:
+    """A saved run: its seed, options, schedule and the checkers it broke then."""
+    from epochlog.sim.faults import Fault
+    from epochlog.sim.run import SimOptions
+
+    with open(path) as source:
+        record: dict[str, Any] = json.load(source)
+    options = dict(record["options"])
+    options["faults"] = tuple(options["faults"])
+    return (
+        int(record["seed"]),
+        SimOptions(**options),
+        [Fault(**f) for f in record["schedule"]],
+        set(record["broke"]),
+    )

@@ -42,14 +42,22 @@ class _Stored:
         else:
             self.data += bytes(size - len(self.data))
 
-    def crash(self, random: Random) -> int:
-        """Keep what survives; returns how many unsynced bytes were kept."""
+    def crash(self, random: Random, garble: Random | None = None) -> int:
+        """Keep what survives; returns how many unsynced bytes were kept. With
+        ``garble``, the unsynced tail is always torn and the end of what is kept of it
+        is garbage (pages half written when the power went)."""
         if self.before_sync is not None:
             self.data = bytearray(self.before_sync)
             self.before_sync = None
             return 0
         unsynced = len(self.data) - self.durable
-        kept = 0 if unsynced == 0 or random.random() < 0.5 else random.randint(0, unsynced)
+        if garble is not None and unsynced > 0:
+            kept = garble.randint(1, unsynced)
+            start = self.durable + garble.randrange(kept)
+            end = self.durable + kept
+            self.data[start:end] = garble.randbytes(end - start)
+        else:
+            kept = 0 if unsynced == 0 or random.random() < 0.5 else random.randint(0, unsynced)
         del self.data[self.durable + kept :]
         return kept
 
@@ -72,16 +80,34 @@ class SimDisk:
         self.makedirs(root)
         return DiskView(self, _norm(root))
 
-    def crash(self, view: DiskView) -> int:
-        """The host of ``view`` crashes: the view dies, its files keep what survives.
-        Returns how many unsynced bytes survived (torn writes included)."""
+    def crash(self, view: DiskView, garble: Random | None = None) -> int:
+        """The host of ``view`` crashes: the view dies, its files keep what survives
+        (``garble``: torn, ending in garbage). Returns how many unsynced bytes survived
+        (torn writes included)."""
         view.alive = False
         prefix = view.root.rstrip("/") + "/"
         return sum(
-            stored.crash(self._random)
+            stored.crash(self._random, garble)
             for path, stored in self._files.items()
             if path.startswith(prefix)
         )
+
+    def rot(self, root: str, random: Random, flips: int = 3) -> list[tuple[str, int]]:
+        """Bit rot in written data, done to a host that is down: ``flips`` bytes of the
+        segments under ``root`` (a seeded choice of file and position) are inverted. Returns
+        (path, position) of each; nothing when there is no segment data."""
+        prefix = _norm(root).rstrip("/") + "/"
+        segments = sorted(
+            p for p, f in self._files.items() if p.startswith(prefix) and is_segment(p) and f.data
+        )
+        flipped = []
+        for _ in range(flips if segments else 0):
+            path = random.choice(segments)
+            stored = self._files[path]
+            position = random.randrange(len(stored.data))
+            stored.data[position] ^= 0xFF
+            flipped.append((path, position))
+        return flipped
 
     # What a DiskView does, once it has checked that its host is alive.
 

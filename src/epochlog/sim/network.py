@@ -98,7 +98,8 @@ class SimConnection:
         if self._in_flight:
             arrival = max(arrival, self._in_flight[-1][0])
         self._in_flight.append((arrival, data))
-        loop.call_at(arrival, self._arrive, arrival)
+        # Bytes on the wire belong to no host: they arrive even if the sender is paused.
+        loop.call_at(arrival, self._arrive, arrival, context=contextvars.Context())
 
     def _arrive(self, due: float) -> None:
         # Up to what this timer was set for (asyncio may run it a hair early).

@@ -19,16 +19,18 @@ from epochlog.client.admin import AsyncAdmin
 from epochlog.client.consumer import AsyncConsumer
 from epochlog.client.errors import ClientError, LogTruncationError
 from epochlog.client.producer import AsyncProducer
-from epochlog.sim import checkers
+from epochlog.sim import checkers, groups, isr
 from epochlog.sim.cluster import DATA_DIR, SimCluster
 from epochlog.sim.disk import SimDisk
-from epochlog.sim.faults import FAULT_KINDS, Fault, draw_schedule
-from epochlog.sim.loop import SimClock, run_simulated
+from epochlog.sim.faults import FAULT_KINDS, Fault, draw_schedule, inject
+from epochlog.sim.loop import SimClock, SimulationStalled, run_simulated
 
 TOPIC = "t"
 # A simulated run gives up reading back after this long: a lost record would otherwise
 # be waited for for ever (in virtual time); the checkers then say what is missing.
 READ_BACK_S = 120.0
+# How often the workload asks ListOffsets (KIP-207), in simulated seconds.
+LIST_OFFSETS_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,11 @@ class SimOptions:
     duration: float = 30.0  # simulated seconds of workload and faults
     rate: int = 200  # records per simulated second
     faults: tuple[str, ...] = FAULT_KINDS
+    workload: tuple[str, ...] = ("produce", "consume")  # "groups" adds sim/groups.py's
     session_timeout_ms: int = 4000
+    # How often the cluster is snapshotted for the KIP-320 model's invariants (simulated
+    # seconds): a violation that lasts less may go unseen.
+    observe_s: float = 0.05
 
 
 @dataclass
@@ -68,9 +74,15 @@ def run_seed(
         )
     result = SimResult(seed, schedule)
     disks: list[SimDisk] = []
-    run_simulated(lambda clock: _run(clock, seed, options, schedule, result.history, disks))
+    stalled = []
+    try:
+        run_simulated(lambda clock: _run(clock, seed, options, schedule, result.history, disks))
+    except SimulationStalled as exc:
+        # A liveness bug (everything waits, or something spins): judged as far as it got.
+        stalled.append(str(exc))
     result.findings = checkers.check(result.history)
     result.findings["quarantine-complete"] = _quarantine_complete(disks[0])
+    result.findings["stalled"] = stalled
     return result
 
 
@@ -104,6 +116,7 @@ async def _run(
     admin = AsyncAdmin(config, seams)
     producer = AsyncProducer({**config, "linger.ms": 2, "delivery.timeout.ms": 300_000}, seams)
     consumer = AsyncConsumer({**config, "auto.offset.reset": "none"}, seams)
+    closing: list[AsyncConsumer] = []
     try:
         await admin.create_topic(
             TOPIC, partitions=options.partitions, replication_factor=min(3, options.brokers)
@@ -112,7 +125,28 @@ async def _run(
         consumer.assign(partitions)
         for tp in partitions:
             consumer.seek(tp, 0)
-        faults = asyncio.ensure_future(_inject(clock, cluster, schedule))
+        faults = asyncio.ensure_future(inject(clock, cluster, schedule, history.append))
+        watchers = [
+            asyncio.ensure_future(
+                _observe(
+                    clock,
+                    cluster,
+                    {"producer": producer, "consumer": consumer, "admin": admin},
+                    options.observe_s,
+                    history,
+                )
+            ),
+            asyncio.ensure_future(_list_offsets(clock, admin, partitions, history)),
+        ]
+        if "groups" in options.workload:
+            member = AsyncConsumer(
+                {**config, "group.id": groups.GROUP, "auto.offset.reset": "earliest"}, seams
+            )
+            closing.append(member)
+            watchers.append(asyncio.ensure_future(groups.member(member, TOPIC, history)))
+            watchers.append(
+                asyncio.ensure_future(groups.watch(clock, admin, LIST_OFFSETS_S, history))
+            )
         start = clock.monotonic()
         sent = 0
         while clock.monotonic() - start < options.duration or not faults.done():
@@ -125,7 +159,12 @@ async def _run(
         await faults
         await producer.flush(300)
         await _read_back(clock, consumer, admin, partitions, history)
+        for watcher in watchers:
+            watcher.cancel()
+        await asyncio.gather(*watchers, return_exceptions=True)
     finally:
+        for member in closing:
+            await member.close()
         await consumer.close()
         await producer.close()
         await admin.close()
@@ -160,23 +199,68 @@ async def _poll(
     return reached
 
 
-async def _inject(clock: SimClock, cluster: SimCluster, schedule: list[Fault]) -> None:
-    """Apply each fault at its time; then bring every broker back and heal."""
-    start = clock.monotonic()
-    restarts: list[asyncio.Future[None]] = []
-    for fault in schedule:
-        await clock.sleep(max(0.0, start + fault.at - clock.monotonic()))
-        if cluster.brokers[fault.broker] is None:
-            continue  # still down from an earlier fault
-        if fault.kind == "kill":
-            cluster.crash_broker(fault.broker)
-            await clock.sleep(fault.lasts)
-            restarts.append(asyncio.ensure_future(cluster.start_broker(fault.broker)))
-        else:
-            (cluster.isolate if fault.kind == "partition" else cluster.split)(fault.broker)
-            await clock.sleep(fault.lasts)
-            cluster.heal()
-    await asyncio.gather(*restarts)
+async def _observe(
+    clock: SimClock,
+    cluster: SimCluster,
+    clients: dict[str, AsyncProducer | AsyncConsumer | AsyncAdmin],
+    every_s: float,
+    history: list[checkers.Event],
+) -> None:
+    """Judge the KIP-320 model's invariants on a snapshot between steps (each violation
+    goes into the history once), and record each change of a leader epoch the clients
+    hold (KIP-232)."""
+    seen: set[str] = set()
+    before: list[isr.PartitionView] = []
+    held: dict[tuple[str, str], int] = {}
+    while True:
+        await clock.sleep(every_s)
+        for key, epoch in _client_epochs(clients):
+            if held.get(key) != epoch:
+                held[key] = epoch
+                history.append(("client-epoch", *key, epoch))
+        views = isr.snapshot(cluster)
+        found = [(name, judge(views)) for name, judge in isr.SNAPSHOT_CHECKERS.items()]
+        found.append(("OfflineNeverJoinsIsr", isr.offline_never_joins_isr(before, views)))
+        for name, problems in found:
+            for problem in problems:
+                if problem not in seen:
+                    seen.add(problem)
+                    history.append(("violated", name, problem, round(clock.monotonic(), 3)))
+        before = views
+
+
+def _client_epochs(
+    clients: dict[str, AsyncProducer | AsyncConsumer | AsyncAdmin],
+) -> list[tuple[tuple[str, str], int]]:
+    """((client, topic-partition), leader epoch) of the metadata each client acts on."""
+    held = []
+    for name, client in clients.items():
+        cache = client._cluster.cache  # what it routes requests by: read, never changed
+        for topic, meta in sorted(cache.topics.items()):
+            for index, part in sorted(meta.partitions.items()):
+                held.append(((name, f"{topic}-{index}"), part.leader_epoch))
+    return held
+
+
+async def _list_offsets(
+    clock: SimClock,
+    admin: AsyncAdmin,
+    partitions: list[tuple[str, int]],
+    history: list[checkers.Event],
+) -> None:
+    """Ask every partition's earliest and latest offsets now and then, as a client
+    would (KIP-207's ListOffsets)."""
+    while True:
+        await clock.sleep(LIST_OFFSETS_S)
+        for spec, kind in ((-2, "earliest"), (-1, "latest")):
+            try:
+                answers = await admin.list_offsets({tp: spec for tp in partitions})
+            except ClientError as exc:
+                history.append(("error", "list-offsets", type(exc).__name__))
+                continue
+            for tp, answer in sorted(answers.items()):
+                if answer is not None:
+                    history.append(("offsets", kind, tp.partition, answer.offset))
 
 
 async def _read_back(
