@@ -12,6 +12,7 @@ from typing import Any
 from epochlog.broker.handlers import (
     add_offsets_to_txn,
     add_partitions_to_txn,
+    alter_user_scram_credentials,
     api_versions,
     create_partitions,
     create_topics,
@@ -21,6 +22,7 @@ from epochlog.broker.handlers import (
     describe_groups,
     describe_producers,
     describe_transactions,
+    describe_user_scram_credentials,
     elect_leaders,
     end_txn,
     fetch,
@@ -39,6 +41,8 @@ from epochlog.broker.handlers import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
     sync_group,
     txn_offset_commit,
     write_txn_markers,
@@ -86,6 +90,11 @@ MODULES = (
     describe_producers,
     describe_transactions,
     list_transactions,
+    # SASL (KIP-152, KIP-368) and SCRAM users (KIP-554).
+    sasl_handshake,
+    sasl_authenticate,
+    describe_user_scram_credentials,
+    alter_user_scram_credentials,
 )
 
 

@@ -1,0 +1,216 @@
+"""A broker with PLAINTEXT, SASL_PLAINTEXT and SASL_SSL listeners, in process on
+loopback: epochlog's own client authenticates with PLAIN and SCRAM, SCRAM users are
+managed with AlterUserScramCredentials and followed by the broker, and every refusal
+is Kafka's: a wrong password, an unknown mechanism, a request before authentication,
+an expired session (KIP-368), oversized and garbage tokens."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from inprocess_broker import batch, run
+from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslHandshakeRequest,
+)
+
+from epochlog.broker.broker import Broker
+from epochlog.broker.config import BrokerConfig
+from epochlog.client import AsyncConsumer, AsyncProducer
+from epochlog.client.admin import AsyncAdmin
+from epochlog.client.config import ADMIN, parse_config
+from epochlog.client.connection import BrokerConnection
+from epochlog.client.errors import TopicPartition
+from epochlog.client.security import client_network
+from epochlog.protocol.errors import ErrorCode
+from epochlog.seams.real import real_seams
+from epochlog.security.sasl_client import SaslAuthenticationError
+from support.certs import Certs, ssl_listener_settings
+from support.requests import produce_request
+
+PLAIN_JAAS = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    'username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";'
+)
+
+
+def sasl_broker_config(log_dir: Path, certs: Certs, **extra: str) -> BrokerConfig:
+    return BrokerConfig.from_mapping(
+        {
+            "broker.id": "0",
+            "log.dirs": str(log_dir),
+            "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,"
+            "SASL_SSL://127.0.0.1:0",
+            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+            "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS,
+            **ssl_listener_settings(certs, "none"),
+            **extra,
+        }
+    )
+
+
+class SaslBroker:
+    def __init__(self, broker: Broker, certs: Certs) -> None:
+        self.broker = broker
+        self.certs = certs
+
+    def client(self, mechanism: str, user: str, password: str, tls: bool = True) -> dict[str, Any]:
+        listener = "SASL_SSL" if tls else "SASL_PLAINTEXT"
+        conf = {
+            "bootstrap.servers": f"127.0.0.1:{self.broker.ports[listener]}",
+            "security.protocol": listener.lower(),
+            "sasl.mechanism": mechanism,
+            "sasl.username": user,
+            "sasl.password": password,
+        }
+        return conf | ({"ssl.ca.location": str(self.certs.ca)} if tls else {})
+
+    def plaintext(self) -> dict[str, Any]:
+        return {"bootstrap.servers": f"127.0.0.1:{self.broker.ports['PLAINTEXT']}"}
+
+
+async def with_broker(tmp_path: Path, certs: Certs, scenario: Any, **extra: str) -> Any:
+    broker = Broker(sasl_broker_config(tmp_path, certs, **extra), real_seams(seed=1))
+    await broker.start()
+    try:
+        return await scenario(SaslBroker(broker, certs))
+    finally:
+        await broker.stop()
+
+
+async def round_trip(sb: SaslBroker, conf: dict[str, Any], topic: str) -> list[bytes]:
+    admin = AsyncAdmin(conf, sb.broker.seams)
+    await admin.create_topic(topic, partitions=1, replication_factor=1)
+    await admin.close()
+    producer = AsyncProducer({**conf, "linger.ms": 5}, sb.broker.seams)
+    values = [b"%s-%d" % (topic.encode(), i) for i in range(300)]
+    futures = [await producer.send(topic, v) for v in values]
+    assert await producer.flush(30)
+    assert [f.result().offset for f in futures] == list(range(len(values)))
+    await producer.close()
+    consumer = AsyncConsumer({**conf, "auto.offset.reset": "earliest"}, sb.broker.seams)
+    consumer.assign([(topic, 0)])
+    got: list[bytes] = []
+    for _ in range(200):
+        got.extend(r.value for r in await consumer.poll(200))
+        if len(got) >= len(values):
+            break
+    await consumer.close()
+    assert got == values
+    return got
+
+
+def test_epochlogs_client_produces_and_consumes_with_plain_and_scram(
+    tmp_path: Path, certs: Certs
+) -> None:
+    async def scenario(sb: SaslBroker) -> None:
+        admin = AsyncAdmin(sb.plaintext(), sb.broker.seams)
+        await admin.upsert_scram_credential("bob", "SCRAM-SHA-512", "bob-secret")
+        await admin.upsert_scram_credential("carol", "SCRAM-SHA-256", "carol-secret", 8192)
+        assert await admin.describe_scram_credentials() == {
+            "bob": {"SCRAM-SHA-512": 4096},
+            "carol": {"SCRAM-SHA-256": 8192},
+        }
+        await admin.close()
+        await round_trip(sb, sb.client("SCRAM-SHA-512", "bob", "bob-secret"), "scram512")
+        await round_trip(sb, sb.client("SCRAM-SHA-256", "carol", "carol-secret"), "scram256")
+        await round_trip(sb, sb.client("PLAIN", "alice", "alice-secret", tls=False), "plain")
+
+    run(lambda: with_broker(tmp_path, certs, scenario))
+
+
+async def sasl_ssl_connection(sb: SaslBroker, conf: dict[str, Any]) -> BrokerConnection:
+    """A connection to the SASL_SSL listener, authenticated as ``conf`` says."""
+    network = client_network(parse_config(conf, ADMIN), sb.broker.seams)
+    return await BrokerConnection.open(network, "127.0.0.1", sb.broker.ports["SASL_SSL"])
+
+
+async def raw_connection(sb: SaslBroker) -> BrokerConnection:
+    """A connection to the SASL_PLAINTEXT listener that has not authenticated."""
+    port = sb.broker.ports["SASL_PLAINTEXT"]
+    return await BrokerConnection.open(sb.broker.seams.network, "127.0.0.1", port)
+
+
+async def handshake(conn: BrokerConnection, mechanism: str) -> Any:
+    return await conn.send(SaslHandshakeRequest(mechanism=mechanism), 1)
+
+
+async def token(conn: BrokerConnection, data: bytes, version: int = 1) -> Any:
+    return await conn.send(SaslAuthenticateRequest(auth_bytes=data), version)
+
+
+async def assert_closed(conn: BrokerConnection) -> None:
+    """The broker closed the connection: the next request finds it gone."""
+    with pytest.raises(ConnectionError):
+        await conn.send(ApiVersionsRequest(), 0)
+    await conn.close()
+
+
+async def log_end(sb: SaslBroker, topic: str) -> int:
+    admin = AsyncAdmin(sb.plaintext(), sb.broker.seams)
+    try:
+        answer = (await admin.list_offsets({(topic, 0): -1}))[TopicPartition(topic, 0)]
+        assert answer is not None
+        return answer.offset
+    finally:
+        await admin.close()
+
+
+def test_refusals_are_kafkas_and_the_connection_is_closed(tmp_path: Path, certs: Certs) -> None:
+    async def scenario(sb: SaslBroker) -> None:
+        admin = AsyncAdmin(sb.plaintext(), sb.broker.seams)
+        await admin.upsert_scram_credential("bob", "SCRAM-SHA-512", "bob-secret")
+        await admin.create_topic("guarded", partitions=1, replication_factor=1)
+        await admin.close()
+
+        # A wrong PLAIN password: SASL_AUTHENTICATION_FAILED with a message, then closed.
+        conn = await raw_connection(sb)
+        assert (await handshake(conn, "PLAIN")).error_code == ErrorCode.NONE
+        answer = await token(conn, b"\0alice\0wrong")
+        assert answer.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+        assert answer.error_message == "Authentication failed: Invalid username or password"
+        await assert_closed(conn)
+
+        # A wrong SCRAM password, through epochlog's client.
+        wrong = sb.client("SCRAM-SHA-512", "bob", "not-bobs")
+        with pytest.raises(SaslAuthenticationError, match="SASL_AUTHENTICATION_FAILED"):
+            await sasl_ssl_connection(sb, wrong)
+        # A user without a credential for that mechanism fails the same way.
+        with pytest.raises(SaslAuthenticationError, match="SASL_AUTHENTICATION_FAILED"):
+            await sasl_ssl_connection(sb, sb.client("SCRAM-SHA-256", "bob", "bob-secret"))
+
+        # An unknown mechanism: UNSUPPORTED_SASL_MECHANISM with the enabled ones, closed.
+        conn = await raw_connection(sb)
+        answer = await handshake(conn, "GSSAPI")
+        assert answer.error_code == ErrorCode.UNSUPPORTED_SASL_MECHANISM
+        assert answer.mechanisms == ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+        await assert_closed(conn)
+
+        # A Produce before authentication: closed, nothing appended.
+        conn = await raw_connection(sb)
+        assert (await conn.send(ApiVersionsRequest(), 0)).error_code == ErrorCode.NONE
+        with pytest.raises(ConnectionError):
+            await conn.send(produce_request("guarded", batch([b"sneaked"]), acks=1), 7)
+        await conn.close()
+        conn = await raw_connection(sb)
+        with pytest.raises(ConnectionError):
+            await conn.send(MetadataRequest(topics=None, allow_auto_topic_creation=False), 12)
+        await conn.close()
+        assert await log_end(sb, "guarded") == 0
+
+        # A SaslAuthenticate before any handshake: ILLEGAL_SASL_STATE, closed.
+        conn = await raw_connection(sb)
+        assert (await token(conn, b"\0alice\0alice-secret")).error_code == (
+            ErrorCode.ILLEGAL_SASL_STATE
+        )
+        await assert_closed(conn)
+
+        # The broker still serves an authenticated client, as alice.
+        conf = sb.client("PLAIN", "alice", "alice-secret", tls=False)
+        await round_trip(sb, conf, "after-refusals")
+
+    run(lambda: with_broker(tmp_path, certs, scenario))
