@@ -6,6 +6,10 @@ an expired session (KIP-368), oversized and garbage tokens."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import random
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +19,7 @@ from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 from kafka.protocol.sasl import (
     SaslAuthenticateRequest,
     SaslHandshakeRequest,
+    SaslHandshakeResponse,
 )
 
 from epochlog.broker.broker import Broker
@@ -212,5 +217,132 @@ def test_refusals_are_kafkas_and_the_connection_is_closed(tmp_path: Path, certs:
         # The broker still serves an authenticated client, as alice.
         conf = sb.client("PLAIN", "alice", "alice-secret", tls=False)
         await round_trip(sb, conf, "after-refusals")
+
+    run(lambda: with_broker(tmp_path, certs, scenario))
+
+
+def test_kip_368_a_session_is_renewed_by_re_authentication_and_closed_when_it_expires(
+    tmp_path: Path, certs: Certs
+) -> None:
+    lifetime_ms = 300
+    metadata = MetadataRequest(topics=None, allow_auto_topic_creation=False)
+
+    async def scenario(sb: SaslBroker) -> None:
+        conn = await raw_connection(sb)
+        assert (await handshake(conn, "PLAIN")).error_code == ErrorCode.NONE
+        answer = await token(conn, b"\0alice\0alice-secret")
+        assert (answer.error_code, answer.session_lifetime_ms) == (ErrorCode.NONE, lifetime_ms)
+        await conn.send(metadata, 12)
+        # Re-authenticated before each expiry, the connection lives past several.
+        for _ in range(3):
+            await sb.broker.seams.clock.sleep(lifetime_ms / 2000)
+            assert (await handshake(conn, "PLAIN")).error_code == ErrorCode.NONE
+            answer = await token(conn, b"\0alice\0alice-secret", version=2)
+            assert answer.session_lifetime_ms == lifetime_ms
+            await sb.broker.seams.clock.sleep(lifetime_ms / 2000)
+            await conn.send(metadata, 12)
+        # Left to expire, it is closed at its next request.
+        await sb.broker.seams.clock.sleep(2 * lifetime_ms / 1000)
+        with pytest.raises(ConnectionError):
+            await conn.send(metadata, 12)
+        await conn.close()
+
+        # Re-authentication may not change the principal, nor the mechanism.
+        conn = await raw_connection(sb)
+        await handshake(conn, "PLAIN")
+        await token(conn, b"\0alice\0alice-secret")
+        await handshake(conn, "PLAIN")
+        answer = await token(conn, b"\0admin\0admin-secret")
+        assert answer.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+        assert "Cannot change principals during re-authentication" in answer.error_message
+        await assert_closed(conn)
+        conn = await raw_connection(sb)
+        await handshake(conn, "PLAIN")
+        await token(conn, b"\0alice\0alice-secret")
+        assert (await handshake(conn, "SCRAM-SHA-256")).error_code == ErrorCode.ILLEGAL_SASL_STATE
+        await assert_closed(conn)
+
+    run(
+        lambda: with_broker(
+            tmp_path,
+            certs,
+            scenario,
+            **{"listener.name.sasl_plaintext.connections.max.reauth.ms": str(lifetime_ms)},
+        )
+    )
+
+
+async def send_raw(sb: SaslBroker, data: bytes) -> bytes:
+    """Send bytes on a fresh SASL_PLAINTEXT connection, close our side for writing, and
+    return whatever the broker answered before it closed."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", sb.broker.ports["SASL_PLAINTEXT"])
+    writer.write(data)
+    await writer.drain()
+    writer.write_eof()
+    answer = await reader.read()
+    writer.close()
+    return answer
+
+
+def framed(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+def request_frame(request: Any, version: int) -> bytes:
+    request.with_header(correlation_id=7, client_id="fuzz")
+    return framed(bytes(request.encode(version=version, header=True)))
+
+
+def test_a_fuzz_of_the_sasl_handshake_leaves_the_broker_serving(
+    tmp_path: Path, certs: Certs, caplog: pytest.LogCaptureFixture
+) -> None:
+    rng = random.Random(12)
+    plain = request_frame(SaslHandshakeRequest(mechanism="PLAIN"), 1)
+    scram = request_frame(SaslHandshakeRequest(mechanism="SCRAM-SHA-512"), 1)
+    plain_v0 = request_frame(SaslHandshakeRequest(mechanism="PLAIN"), 0)
+
+    def authenticate(data: bytes) -> bytes:
+        return request_frame(SaslAuthenticateRequest(auth_bytes=data), 1)
+
+    cases = [
+        *(rng.randbytes(rng.randint(1, 300)) for _ in range(20)),  # random bytes
+        *(plain[: rng.randint(1, len(plain) - 1)] for _ in range(10)),  # truncated handshakes
+        struct.pack(">i", 524289) + b"x" * 100,  # above sasl.server.max.receive.size
+        struct.pack(">i", -5),
+        plain + authenticate(rng.randbytes(500_000)),  # an oversized token
+        plain + authenticate(b"\0" * 3),
+        scram + authenticate(rng.randbytes(200)),  # garbage client-first
+        scram + authenticate(b"n,,n=bob,r=" + b"\xff" * 40),
+        scram + authenticate(b"n,,n=bob,r=abc") + authenticate(b"c=biws,r=abc,p=AAAA"),
+        plain_v0 + framed(rng.randbytes(64)),  # a v0 handshake, then a raw garbage token
+        plain_v0 + framed(b"\0alice\0wrong"),
+        *(scram + authenticate(rng.randbytes(40))[: rng.randint(5, 40)] for _ in range(5)),
+    ]
+
+    async def scenario(sb: SaslBroker) -> None:
+        with caplog.at_level(logging.INFO, logger="epochlog.server"):
+            for data in cases:
+                await send_raw(sb, data)
+        # None of them authenticated.
+        assert not [r for r in caplog.records if "authenticated as" in r.getMessage()]
+        # A v0 handshake with a good raw PLAIN token authenticates (tokens framed bare).
+        reader, writer = await asyncio.open_connection(
+            "127.0.0.1", sb.broker.ports["SASL_PLAINTEXT"]
+        )
+        writer.write(plain_v0 + framed(b"\0alice\0alice-secret"))
+        await writer.drain()
+        handshake_answer = await reader.readexactly(
+            struct.unpack(">i", await reader.readexactly(4))[0]
+        )
+        assert (
+            SaslHandshakeResponse.decode(handshake_answer, version=0, header=True).error_code == 0
+        )
+        assert await reader.readexactly(4) == struct.pack(">i", 0)  # PLAIN's empty reply
+        writer.write(request_frame(MetadataRequest(topics=[], allow_auto_topic_creation=False), 1))
+        await writer.drain()
+        size = struct.unpack(">i", await reader.readexactly(4))[0]
+        assert size > 0
+        writer.close()
+        await round_trip(sb, sb.client("PLAIN", "alice", "alice-secret"), "after-fuzz")
 
     run(lambda: with_broker(tmp_path, certs, scenario))

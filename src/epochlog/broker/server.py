@@ -217,14 +217,16 @@ class ConnectionLoop:
             # After a v0 SaslHandshake, tokens come as bare frames and are answered so.
             result = auth.authenticate(data, self._clock.time_ms())
             if auth.failed:
-                raise AuthenticationFailed(f"SASL authentication failed: {result.message}")
+                raise AuthenticationFailed(f"SASL authentication failed: {auth.failure}")
             conn.writelines(frame(result.reply))
         else:
             auth.admit(_peek(data)[0], self._clock.time_ms())
             await self._channel.handle(data, conn, session)
         await conn.drain()
         if auth.failed:
-            raise AuthenticationFailed(f"SASL authentication failed on listener {session.listener}")
+            raise AuthenticationFailed(
+                f"SASL authentication failed on listener {session.listener}: {auth.failure}"
+            )
         if auth.principal is not None and auth.principal != session.principal:
             log.info("%s authenticated as %s (%s)", conn.peer, auth.principal, auth.mechanism)
             return dataclasses.replace(session, principal=auth.principal)

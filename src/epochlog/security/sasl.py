@@ -120,11 +120,21 @@ class SaslAuthenticator:
     config: SaslServerConfig
     principal: str | None = None
     mechanism: str | None = None
-    failed: bool = False
+    # Why the exchange failed (the connection is closed once that is answered).
+    failure: str | None = None
     # A v0 SaslHandshake: the tokens that follow come raw, without a request header.
     raw_tokens: bool = False
     expires_at_ms: int | None = None
     _exchange: _Plain | _Scram | None = field(default=None, repr=False)
+
+    @property
+    def failed(self) -> bool:
+        return self.failure is not None
+
+    def _fail(self, error: ErrorCode, reason: str) -> ErrorCode:
+        self.failure = reason
+        self._exchange = None
+        return error
 
     @property
     def authenticated(self) -> bool:
@@ -154,14 +164,18 @@ class SaslAuthenticator:
         authenticated connection starts a re-authentication (KIP-368), with the same
         mechanism only."""
         if self._exchange is not None:
-            self.failed = True
-            return ErrorCode.ILLEGAL_SASL_STATE
+            return self._fail(ErrorCode.ILLEGAL_SASL_STATE, "SaslHandshake during an exchange")
         if mechanism not in self.config.enabled:
-            self.failed = True
-            return ErrorCode.UNSUPPORTED_SASL_MECHANISM
+            return self._fail(
+                ErrorCode.UNSUPPORTED_SASL_MECHANISM,
+                f"unsupported SASL mechanism {mechanism!r} (enabled: "
+                f"{', '.join(self.config.enabled)})",
+            )
         if self.principal is not None and mechanism != self.mechanism:
-            self.failed = True
-            return ErrorCode.ILLEGAL_SASL_STATE
+            return self._fail(
+                ErrorCode.ILLEGAL_SASL_STATE,
+                f"re-authentication with {mechanism} instead of {self.mechanism}",
+            )
         self.mechanism = mechanism
         self.raw_tokens = version == 0
         self._exchange = (
@@ -176,29 +190,27 @@ class SaslAuthenticator:
         done the principal and the session's lifetime."""
         exchange = self._exchange
         if exchange is None:
-            self.failed = True
+            message = "SaslAuthenticate before SaslHandshake"
             return AuthenticateResult(
-                ErrorCode.ILLEGAL_SASL_STATE, "SaslAuthenticate before SaslHandshake", b""
+                self._fail(ErrorCode.ILLEGAL_SASL_STATE, message), message, b""
             )
         try:
             reply, user = exchange.step(token)
         except ValueError as exc:
-            self.failed = True
-            self._exchange = None
-            return AuthenticateResult(ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc), b"")
+            error = self._fail(ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc))
+            return AuthenticateResult(error, str(exc), b"")
         if user is None:
             return AuthenticateResult(ErrorCode.NONE, None, reply)
         self._exchange = None
         self.raw_tokens = False
         principal = f"User:{user}"
         if self.principal is not None and principal != self.principal:
-            self.failed = True
-            return AuthenticateResult(
-                ErrorCode.SASL_AUTHENTICATION_FAILED,
+            message = (
                 f"Cannot change principals during re-authentication from {self.principal} "
-                f"to {principal}",
-                b"",
+                f"to {principal}"
             )
+            error = self._fail(ErrorCode.SASL_AUTHENTICATION_FAILED, message)
+            return AuthenticateResult(error, message, b"")
         self.principal = principal
         lifetime = self.config.reauth_ms
         self.expires_at_ms = now_ms + lifetime if lifetime > 0 else None
