@@ -213,6 +213,7 @@ class ConnectionLoop:
             await self._channel.handle(data, conn, session)
             await conn.drain()
             return session
+        done = auth.authentications
         if auth.raw_tokens:
             # After a v0 SaslHandshake, tokens come as bare frames and are answered so.
             result = auth.authenticate(data, self._clock.time_ms())
@@ -227,7 +228,13 @@ class ConnectionLoop:
             raise AuthenticationFailed(
                 f"SASL authentication failed on listener {session.listener}: {auth.failure}"
             )
-        if auth.principal is not None and auth.principal != session.principal:
-            log.info("%s authenticated as %s (%s)", conn.peer, auth.principal, auth.mechanism)
-            return dataclasses.replace(session, principal=auth.principal)
-        return session
+        if auth.authentications == done:
+            return session
+        log.info(
+            "%s %s as %s (%s)",
+            conn.peer,
+            "re-authenticated" if done else "authenticated",
+            auth.principal,
+            auth.mechanism,
+        )
+        return dataclasses.replace(session, principal=auth.principal)

@@ -4,6 +4,7 @@ epochlog broker ...        run one broker
 epochlog up --brokers N    run a local cluster of N broker processes on loopback
 epochlog topics ...        create, delete, list and describe topics
 epochlog status            leaders, epochs, ISR, high watermarks, replica logs
+epochlog users ...         add, list and remove SCRAM users
 epochlog quarantine ...    list, show and replay what truncations kept aside
 epochlog settings          every setting with its default (docs/settings.md)
 epochlog demo              the main job: a cluster, a PySpark pipeline, an unclean election
@@ -21,7 +22,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from epochlog.broker.broker import Broker
 from epochlog.broker.config import BrokerConfig, parse_properties
-from epochlog.cli import admin_commands
+from epochlog.cli import admin_commands, users
 from epochlog.cli.logs import configure_logging
 from epochlog.demo import add_arguments as add_demo_arguments
 from epochlog.protocol.errors import KafkaError
@@ -184,6 +185,10 @@ def _cmd_transactions(args: argparse.Namespace) -> int:
     )
 
 
+def _cmd_users(args: argparse.Namespace) -> int:
+    return _run(lambda: users.run_users(args))
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from epochlog.demo import run_from_args
 
@@ -256,6 +261,10 @@ def build_parser() -> argparse.ArgumentParser:
     txn.add_argument("--topic")
     txn.add_argument("--partition", type=int, default=0)
     txn.set_defaults(func=_cmd_transactions)
+
+    users_cmd = sub.add_parser("users", help="add, list and remove SCRAM users")
+    users.add_arguments(users_cmd, DEFAULT_BOOTSTRAP)
+    users_cmd.set_defaults(func=_cmd_users)
 
     reference_cmd = sub.add_parser(
         "settings", help="every broker, topic and client setting (docs/settings.md)"

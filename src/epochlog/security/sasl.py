@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from scramp import ScramMechanism
+from scramp.core import Nonce
 
 from epochlog.protocol.errors import ErrorCode
 from epochlog.security.scram_credentials import MECHANISMS as SCRAM_MECHANISMS
@@ -96,6 +97,17 @@ class _Scram:
             return None
         return credential.salt, credential.stored_key, credential.server_key, credential.iterations
 
+    def _accept_prefixed_nonce(self, client_final: str) -> None:
+        """Kafka's server accepts a client-final nonce that *ends with* the nonce it
+        sent (ScramSaslServer), and librdkafka 2.0 (Debian's kcat) sends its own nonce
+        before it; the proof still covers the message as sent, so nothing is weakened."""
+        for attribute in client_final.split(","):
+            if attribute.startswith("r="):
+                nonce = attribute[2:]
+                if nonce != self._server.nonce and nonce.endswith(str(self._server.nonce)):
+                    self._server.nonce = Nonce(nonce)
+                return
+
     def step(self, token: bytes) -> tuple[bytes, str | None]:
         try:
             text = token.decode("utf-8")
@@ -103,6 +115,7 @@ class _Scram:
                 self._first = False
                 self._server.set_client_first(text)
                 return self._server.get_server_first().encode(), None
+            self._accept_prefixed_nonce(text)
             self._server.set_client_final(text)
             return self._server.get_server_final().encode(), self._user
         except Exception as exc:  # scramp raises ScramException, malformed input others
@@ -125,6 +138,8 @@ class SaslAuthenticator:
     # A v0 SaslHandshake: the tokens that follow come raw, without a request header.
     raw_tokens: bool = False
     expires_at_ms: int | None = None
+    # Completed exchanges: more than one means the client re-authenticated (KIP-368).
+    authentications: int = 0
     _exchange: _Plain | _Scram | None = field(default=None, repr=False)
 
     @property
@@ -212,6 +227,7 @@ class SaslAuthenticator:
             error = self._fail(ErrorCode.SASL_AUTHENTICATION_FAILED, message)
             return AuthenticateResult(error, message, b"")
         self.principal = principal
+        self.authentications += 1
         lifetime = self.config.reauth_ms
         self.expires_at_ms = now_ms + lifetime if lifetime > 0 else None
         return AuthenticateResult(ErrorCode.NONE, None, reply, lifetime)
