@@ -34,6 +34,7 @@ CONFIG = SaslServerConfig(
     {"alice": "alice-secret"},
     lambda mechanism, user: CREDENTIALS.get((mechanism, user)),
     reauth_ms=1000,
+    max_receive_size=524288,
 )
 
 

@@ -40,8 +40,9 @@ class SaslServerConfig:
     enabled: tuple[str, ...]
     plain_users: Mapping[str, str]
     scram_lookup: Lookup
-    reauth_ms: int = 0
-    max_receive_size: int = 524288
+    # connections.max.reauth.ms (0: sessions never expire), sasl.server.max.receive.size.
+    reauth_ms: int
+    max_receive_size: int
 
     def authenticator(self) -> SaslAuthenticator:
         return SaslAuthenticator(self)
@@ -91,7 +92,7 @@ class _Scram:
         self._first = True
 
     def _auth_info(self, user: str) -> tuple[bytes, bytes, bytes, int] | None:
-        self._user = user.replace("=2C", ",").replace("=3D", "=")
+        self._user = user  # (scramp has undone SCRAM's =2C and =3D escapes)
         credential = self._lookup(self._mechanism, self._user)
         if credential is None:
             return None
