@@ -1,22 +1,25 @@
 """A 3-broker cluster whose inter-broker listener is SASL_SSL with SCRAM-SHA-512: the
 brokers' own user is written into the metastore with `epochlog users --metastore`
 before any broker starts, followers fetch from their leaders as that user over TLS,
-acks=all holds across the SIGKILL of the leader, and SCRAM clients read back every
-record."""
+acks=all holds across the SIGKILL of the leader, transaction markers reach every
+partition leader, and SCRAM clients read back every record."""
 
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import confluent_kafka as ck
 from cluster_harness import Cluster, eventually
-from test_ssl_inter_broker import established_to
+
+# (its TOPIC is the one its produce and consume helpers use)
+from test_ssl_inter_broker import TOPIC, consume, established_to, produce
 
 from support.broker import epochlog_command, free_port
 from support.certs import make_certs, ssl_listener_settings
 
-TOPIC = "over-sasl"
 BROKER_JAAS = (
     "org.apache.kafka.common.security.scram.ScramLoginModule required "
     'username="broker" password="broker-secret";'
@@ -30,9 +33,10 @@ def add_user(store: str, user: str, password: str) -> None:
     assert result.returncode == 0, result.stderr
 
 
-def test_a_cluster_replicates_and_elects_over_its_sasl_ssl_inter_broker_listener(
-    tmp_path: Path,
-) -> None:
+@contextmanager
+def sasl_cluster(tmp_path: Path) -> Iterator[tuple[Cluster, dict[int, int], dict[str, str]]]:
+    """The cluster (PLAINTEXT kept for the harness's own requests), each broker's
+    SASL_SSL port, and librdkafka settings for a SCRAM user on that listener."""
     certs = make_certs(tmp_path / "certs")
     store = f"sqlite://{tmp_path}/metastore.db"
     add_user(store, "broker", "broker-secret")
@@ -61,7 +65,15 @@ def test_a_cluster_replicates_and_elects_over_its_sasl_ssl_inter_broker_listener
         "sasl.password": "bob-secret",
     }
     try:
-        cluster.start()
+        yield cluster.start(), sasl_ports, conf
+    finally:
+        cluster.close()
+
+
+def test_a_cluster_replicates_and_elects_over_its_sasl_ssl_inter_broker_listener(
+    tmp_path: Path,
+) -> None:
+    with sasl_cluster(tmp_path) as (cluster, sasl_ports, conf):
         cluster.create_topic(TOPIC, partitions=1, replication=3, min_insync_replicas="2")
         leader, epoch = cluster.leader(TOPIC)
         # Both followers hold a fetch connection to the leader's SASL_SSL listener,
@@ -69,11 +81,8 @@ def test_a_cluster_replicates_and_elects_over_its_sasl_ssl_inter_broker_listener
         eventually(lambda: established_to(sasl_ports[leader]) >= 2, 30, "fetchers over SASL")
         broker_logs = "".join(b.output() for b in cluster.brokers)
         assert "authenticated as User:broker (SCRAM-SHA-512)" in broker_logs
-        producer = ck.Producer({**conf, "acks": "all", "enable.idempotence": True})
         before = [b"before-%d" % i for i in range(1000)]
-        for value in before:
-            producer.produce(TOPIC, value=value)
-        assert producer.flush(120) == 0
+        produce(conf, before)
         eventually(
             lambda: len(cluster.metadata(TOPIC)["partitions"][0].isr) == 3,
             30,
@@ -89,21 +98,27 @@ def test_a_cluster_replicates_and_elects_over_its_sasl_ssl_inter_broker_listener
             "a new leader",
         )
         after = [b"after-%d" % i for i in range(500)]
-        for value in after:
-            producer.produce(TOPIC, value=value)
-        assert producer.flush(120) == 0
-        consumer = ck.Consumer(
-            {**conf, "group.id": "sasl-readers", "auto.offset.reset": "earliest"}
+        produce(conf, after)
+        assert consume(conf, len(before) + len(after), **{"group.id": "sasl-readers"}) == (
+            before + after
         )
-        consumer.subscribe([TOPIC])
-        got: list[bytes] = []
-        for _ in range(120):
-            for message in consumer.consume(1000, 1.0):
-                assert message.error() is None, message.error()
-                got.append(message.value())
-            if len(got) >= len(before) + len(after):
-                break
-        consumer.close()
-        assert got == before + after
-    finally:
-        cluster.close()
+
+
+def test_transaction_markers_reach_every_partition_leader_over_sasl(tmp_path: Path) -> None:
+    with sasl_cluster(tmp_path) as (cluster, _, conf):
+        # One partition led by each broker: the coordinator's markers go to the two
+        # others over their SASL_SSL listeners, as the brokers' user.
+        cluster.create_topic(TOPIC, assignment=[[0, 1, 2], [1, 2, 0], [2, 0, 1]])
+        producer = ck.Producer({**conf, "transactional.id": "sasl-txn"})
+        producer.init_transactions(60)
+        producer.begin_transaction()
+        values = [b"txn-%d" % i for i in range(30)]
+        for i, value in enumerate(values):
+            producer.produce(TOPIC, value=value, partition=i % 3)
+        producer.commit_transaction(60)
+        got = consume(
+            conf,
+            len(values),
+            **{"group.id": "sasl-txn-readers", "isolation.level": "read_committed"},
+        )
+        assert sorted(got) == sorted(values)
