@@ -177,9 +177,14 @@ def test_kafka_admin_client_manages_scram_users_and_the_broker_accepts_them(
     confluent_round_trip(
         librdkafka(sasl_broker[1], module_certs, "SCRAM-SHA-512", "dave"), "sasl-dave", 50
     )
+    plaintext = f"127.0.0.1:{sasl_broker[0].port}"
     assert "dave SCRAM-SHA-512(iterations=8192)" in epochlog_users(
-        "list", "--bootstrap-server", f"127.0.0.1:{sasl_broker[0].port}"
+        "list", "--bootstrap-server", plaintext
     )
+    epochlog_users("remove", "--bootstrap-server", plaintext, "--user", "dave")
+    assert "dave" not in epochlog_users("list", "--bootstrap-server", plaintext)
+    with pytest.raises(ck.KafkaException, match="nonexistent user dave"):
+        admin.describe_user_scram_credentials(["dave"])["dave"].result(BOUND_S)
 
 
 def test_librdkafka_re_authenticates_and_keeps_working(
