@@ -224,7 +224,7 @@ def test_refusals_are_kafkas_and_the_connection_is_closed(tmp_path: Path, certs:
 def test_kip_368_a_session_is_renewed_by_re_authentication_and_closed_when_it_expires(
     tmp_path: Path, certs: Certs
 ) -> None:
-    lifetime_ms = 300
+    lifetime_ms = 2000
     metadata = MetadataRequest(topics=None, allow_auto_topic_creation=False)
 
     async def scenario(sb: SaslBroker) -> None:
@@ -235,14 +235,14 @@ def test_kip_368_a_session_is_renewed_by_re_authentication_and_closed_when_it_ex
         await conn.send(metadata, 12)
         # Re-authenticated before each expiry, the connection lives past several.
         for _ in range(3):
-            await sb.broker.seams.clock.sleep(lifetime_ms / 2000)
+            await sb.broker.seams.clock.sleep(0.4 * lifetime_ms / 1000)
             assert (await handshake(conn, "PLAIN")).error_code == ErrorCode.NONE
             answer = await token(conn, b"\0alice\0alice-secret", version=2)
             assert answer.session_lifetime_ms == lifetime_ms
-            await sb.broker.seams.clock.sleep(lifetime_ms / 2000)
+            await sb.broker.seams.clock.sleep(0.4 * lifetime_ms / 1000)
             await conn.send(metadata, 12)
         # Left to expire, it is closed at its next request.
-        await sb.broker.seams.clock.sleep(2 * lifetime_ms / 1000)
+        await sb.broker.seams.clock.sleep(1.1 * lifetime_ms / 1000)
         with pytest.raises(ConnectionError):
             await conn.send(metadata, 12)
         await conn.close()
@@ -261,6 +261,42 @@ def test_kip_368_a_session_is_renewed_by_re_authentication_and_closed_when_it_ex
         await token(conn, b"\0alice\0alice-secret")
         assert (await handshake(conn, "SCRAM-SHA-256")).error_code == ErrorCode.ILLEGAL_SASL_STATE
         await assert_closed(conn)
+
+    run(
+        lambda: with_broker(
+            tmp_path,
+            certs,
+            scenario,
+            **{"listener.name.sasl_plaintext.connections.max.reauth.ms": str(lifetime_ms)},
+        )
+    )
+
+
+def test_epochlogs_client_re_authenticates_before_its_sessions_end(
+    tmp_path: Path, certs: Certs, caplog: pytest.LogCaptureFixture
+) -> None:
+    lifetime_ms = 1500
+
+    async def scenario(sb: SaslBroker) -> None:
+        conf = sb.client("SCRAM-SHA-512", "bob", "bob-secret", tls=False)
+        admin = AsyncAdmin(sb.plaintext(), sb.broker.seams)
+        await admin.upsert_scram_credential("bob", "SCRAM-SHA-512", "bob-secret")
+        await admin.create_topic("renewed", partitions=1, replication_factor=1)
+        await admin.close()
+        producer = AsyncProducer({**conf, "linger.ms": 0}, sb.broker.seams)
+        offsets = []
+        with caplog.at_level(logging.INFO, logger="epochlog.server"):
+            # A record every 100 ms across three session lifetimes.
+            for i in range(45):
+                future = await producer.send("renewed", b"r-%d" % i)
+                assert await producer.flush(30)
+                offsets.append(future.result().offset)
+                await sb.broker.seams.clock.sleep(0.1)
+        await producer.close()
+        assert offsets == list(range(45))
+        messages = [r.getMessage() for r in caplog.records]
+        assert any("re-authenticated as User:bob (SCRAM-SHA-512)" in m for m in messages)
+        assert not [m for m in messages if "expired" in m]
 
     run(
         lambda: with_broker(

@@ -71,6 +71,8 @@ def test_nothing_but_the_sasl_apis_before_authentication() -> None:
     auth.admit(PRODUCE, 5_999)
     with pytest.raises(SaslRefused, match="expired"):
         auth.admit(PRODUCE, 6_000)
+    with pytest.raises(SaslRefused, match="expired"):
+        auth.admit(17, 6_000)  # too late to begin re-authenticating
 
 
 @pytest.mark.parametrize(

@@ -91,7 +91,7 @@ class Broker:
             config.listeners, self._sasl, config.listener_overrides, config.settings
         )
         if credentials is not None:
-            peer_network = SaslClientNetwork(peer_network, credentials)
+            peer_network = SaslClientNetwork(peer_network, credentials, seams.clock)
         peer_seams = dataclasses.replace(seams, network=peer_network)
         self.log_defaults = topic_defaults_from_broker(config.settings)
         self.log_manager = LogManager(

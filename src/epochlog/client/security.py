@@ -111,4 +111,4 @@ def client_network(config: Mapping[str, Any], seams: Seams) -> Network:
     tls = client_tls(config, seams)
     credentials = client_sasl(config)
     network = seams.network if tls is None else TlsClientNetwork(seams.network, tls)
-    return network if credentials is None else SaslClientNetwork(network, credentials)
+    return network if credentials is None else SaslClientNetwork(network, credentials, seams.clock)

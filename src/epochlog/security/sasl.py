@@ -157,18 +157,21 @@ class SaslAuthenticator:
         return self.principal is not None and self._exchange is None
 
     def admit(self, api_key: int, now_ms: int) -> None:
-        """May this request be handled now? SaslRefused (close the connection) if not."""
+        """May this request be handled now? SaslRefused (close the connection) if not.
+        An expired session is closed whatever comes, a handshake too (as Kafka's
+        SocketServer does): re-authentication must begin before the session ends."""
+        expired = self.expires_at_ms is not None and now_ms >= self.expires_at_ms
+        if expired and self._exchange is None:
+            raise SaslRefused(
+                f"the SASL session of {self.principal} expired (connections.max.reauth.ms="
+                f"{self.config.reauth_ms}) and was not re-authenticated"
+            )
         if api_key in BEFORE_AUTHENTICATION:
             return
         if self.principal is None or self._exchange is not None:
             raise SaslRefused(
                 f"request (API key {api_key}) before SASL authentication completed on "
                 f"listener {self.config.listener}"
-            )
-        if self.expires_at_ms is not None and now_ms >= self.expires_at_ms:
-            raise SaslRefused(
-                f"the SASL session of {self.principal} expired (connections.max.reauth.ms="
-                f"{self.config.reauth_ms}) and was not re-authenticated"
             )
 
     def max_frame(self) -> int | None:
