@@ -1,6 +1,6 @@
 """``epochlog users add|list|remove``: SCRAM users, as kafka-configs.sh --entity-type
-users manages them. Through a broker (AlterUserScramCredentials, with
-``--command-config`` for a secured listener), or straight in the metastore with
+users manages them. Through a broker (AlterUserScramCredentials; ``--command-config``
+for a secured listener, as every operator command), or straight in the metastore with
 ``--metastore`` (as kafka-configs.sh --zookeeper could): how the inter-broker user is
 made before any broker can authenticate to another."""
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import argparse
 import secrets
+from collections.abc import Mapping
 
-from epochlog.broker.config import parse_properties
 from epochlog.client.admin import AsyncAdmin
 from epochlog.metastore import open_metastore
 from epochlog.seams.real import real_seams
@@ -23,12 +23,8 @@ from epochlog.security.scram_credentials import (
 )
 
 
-def add_arguments(parser: argparse.ArgumentParser, default_bootstrap: str) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", choices=["add", "list", "remove"])
-    parser.add_argument("--bootstrap-server", default=default_bootstrap)
-    parser.add_argument(
-        "--command-config", help="client settings (security.protocol, sasl.*, ssl.*) file"
-    )
     parser.add_argument("--metastore", help="write the metastore directly instead of a broker")
     parser.add_argument("--mechanism", default="SCRAM-SHA-512", choices=sorted(MECHANISMS))
     parser.add_argument("--user")
@@ -62,12 +58,8 @@ async def _through_metastore(args: argparse.Namespace) -> str:
         await store.close()
 
 
-async def _through_broker(args: argparse.Namespace) -> str:
-    config: dict[str, str] = {"bootstrap.servers": args.bootstrap_server}
-    if args.command_config:
-        with open(args.command_config, encoding="utf-8") as f:
-            config |= parse_properties(f.read())
-    admin = AsyncAdmin(config, real_seams())
+async def _through_broker(args: argparse.Namespace, client: Mapping[str, str]) -> str:
+    admin = AsyncAdmin(dict(client), real_seams())
     try:
         if args.action == "list":
             return _format(await admin.describe_scram_credentials())
@@ -82,10 +74,10 @@ async def _through_broker(args: argparse.Namespace) -> str:
         await admin.close()
 
 
-async def run_users(args: argparse.Namespace) -> str:
-    """What ``epochlog users`` prints."""
+async def run_users(args: argparse.Namespace, client: Mapping[str, str]) -> str:
+    """What ``epochlog users`` prints; ``client``: the settings to reach a broker with."""
     if args.action != "list" and not args.user:
         raise ValueError(f"users {args.action} needs --user")
     if args.action == "add" and not args.password:
         raise ValueError("users add needs --password")
-    return await (_through_metastore(args) if args.metastore else _through_broker(args))
+    return await (_through_metastore(args) if args.metastore else _through_broker(args, client))
