@@ -87,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
             admin = AdminClient(plaintext)
             for future in admin.alter_user_scram_credentials([upsert]).values():
                 future.result(60)
+            del admin  # (no client left polling the broker once it stops)
             sasl_ssl: dict[str, object] = {
                 "bootstrap.servers": f"127.0.0.1:{sasl_port}",
                 "security.protocol": "SASL_SSL",
