@@ -24,7 +24,13 @@ def refusal(**given: str) -> str:
 def test_mistakes_in_a_clients_security_settings_are_named(tmp_path: Path, certs: Certs) -> None:
     ssl = {"security.protocol": "SSL"}
     assert refusal(**{"security.protocol": "SASL_SSL"}) == (
-        "security.protocol: sasl_ssl is not supported yet (no SASL)"
+        "sasl.username: required with security.protocol=sasl_ssl"
+    )
+    assert refusal(
+        **{"security.protocol": "SASL_PLAINTEXT", "sasl.username": "u", "sasl.password": ""}
+    ) == ("sasl.password: required with security.protocol=sasl_plaintext")
+    assert refusal(**{"security.protocol": "SASL_SSL", "sasl.mechanism": "GSSAPI"}).startswith(
+        "sasl.mechanism: 'GSSAPI' is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"
     )
     assert refusal(**{"security.protocol": "tls"}).startswith("security.protocol: 'tls' is not")
     missing = tmp_path / "ca.pem"

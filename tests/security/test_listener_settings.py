@@ -15,6 +15,15 @@ from epochlog.security.listeners import Listener
 from epochlog.settings.registry import SettingError
 from support.certs import KEY_PASSWORD, Certs
 
+SASL_PLAINTEXT = {"listeners": "PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9093"}
+PLAIN_JAAS = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    'username="admin" password="admin-secret" user_admin="admin-secret";'
+)
+SCRAM_JAAS = (
+    'org.apache.kafka.common.security.scram.ScramLoginModule required username="a" password="b";'
+)
+
 
 def config(tmp_path: Path, **given: str) -> BrokerConfig:
     return BrokerConfig.from_mapping({"log.dirs": str(tmp_path), **given})
@@ -60,19 +69,68 @@ def test_the_inter_broker_listener_defaults_to_plaintext_as_kafka(tmp_path: Path
     ("given", "expected"),
     [
         (
-            {"listeners": "SASL_SSL://127.0.0.1:9092"},
-            "listeners: SASL_SSL uses SASL_SSL: SASL is not supported yet",
+            {"listeners": "SASL_SSL://127.0.0.1:9092", "inter.broker.listener.name": "SASL_SSL"},
+            "ssl.keystore.location: listener SASL_SSL is SSL and needs a keystore",
         ),
         (
-            {"listeners": "PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9093"},
-            "listeners: SASL_PLAINTEXT uses SASL_PLAINTEXT: SASL is not supported yet",
+            {**SASL_PLAINTEXT, "sasl.enabled.mechanisms": "PLAIN"},
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config: PLAIN is enabled on "
+            'SASL_PLAINTEXT but no user_<name>="<password>"',
         ),
         (
             {
-                "listeners": "PLAINTEXT://127.0.0.1:9092,EXTERNAL://127.0.0.1:9093",
-                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,EXTERNAL:SASL_SSL",
+                **SASL_PLAINTEXT,
+                "sasl.enabled.mechanisms": "PLAIN",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config": "x",
             },
-            "listeners: EXTERNAL uses SASL_SSL: SASL is not supported yet",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config: expected '<LoginModule class>",
+        ),
+        (
+            {
+                **SASL_PLAINTEXT,
+                "sasl.enabled.mechanisms": "PLAIN",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config": SCRAM_JAAS,
+            },
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config: PLAIN needs the login module "
+            "org.apache.kafka.common.security.plain.PlainLoginModule",
+        ),
+        (
+            {
+                **SASL_PLAINTEXT,
+                "sasl.enabled.mechanisms": "PLAIN",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS + " extra;",
+            },
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config: exactly one login module",
+        ),
+        (
+            {
+                "listeners": "SASL_PLAINTEXT://127.0.0.1:9093",
+                "inter.broker.listener.name": "SASL_PLAINTEXT",
+                "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+            },
+            "sasl.mechanism.inter.broker.protocol: SCRAM-SHA-512 is not enabled on the "
+            "inter-broker listener SASL_PLAINTEXT (SCRAM-SHA-256)",
+        ),
+        (
+            {
+                "listeners": "SASL_PLAINTEXT://127.0.0.1:9093",
+                "inter.broker.listener.name": "SASL_PLAINTEXT",
+            },
+            "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config: the inter-broker "
+            "listener uses SCRAM-SHA-512: its username and password",
+        ),
+        (
+            {"sasl.enabled.mechanisms": "GSSAPI"},
+            "sasl.enabled.mechanisms: GSSAPI is not supported (only PLAIN, SCRAM-SHA-256, "
+            "SCRAM-SHA-512)",
+        ),
+        (
+            {"sasl.mechanism.inter.broker.protocol": "OAUTHBEARER"},
+            "sasl.mechanism.inter.broker.protocol: 'OAUTHBEARER' is not one of",
+        ),
+        (
+            {"listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS},
+            "listener.name.sasl_ssl: SASL_SSL is not in listeners",
         ),
         (
             {"listeners": "PLAINTEXT://127.0.0.1:9092,OTHER://127.0.0.1:9093"},
@@ -86,15 +144,6 @@ def test_the_inter_broker_listener_defaults_to_plaintext_as_kafka(tmp_path: Path
         (
             {"advertised.listeners": "SSL://127.0.0.1:9093"},
             "advertised.listeners: SSL is not in listeners",
-        ),
-        ({"sasl.enabled.mechanisms": "PLAIN"}, "sasl.enabled.mechanisms: SASL is not supported"),
-        (
-            {"sasl.mechanism.inter.broker.protocol": "PLAIN"},
-            "sasl.mechanism.inter.broker.protocol:",
-        ),
-        (
-            {"listener.name.sasl_ssl.plain.sasl.jaas.config": "x"},
-            "listener.name.sasl_ssl.plain.sasl.jaas.config: SASL is not supported",
         ),
         (
             {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"},

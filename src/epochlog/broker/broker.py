@@ -29,6 +29,9 @@ from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.replication.replica_manager import ReplicaManager
 from epochlog.replication.settings import ReplicationSettings
 from epochlog.seams import Seams, Server, Tls, TlsClientNetwork
+from epochlog.security.sasl_client import SaslClientNetwork
+from epochlog.security.sasl_listeners import inter_broker_credentials, sasl_servers
+from epochlog.security.scram_credentials import ScramUsers
 from epochlog.security.tls import inter_broker_tls, listener_tls
 from epochlog.storage.config import LogConfig, topic_defaults_from_broker
 from epochlog.storage.log_manager import LogManager, LogManagerSettings
@@ -68,18 +71,33 @@ class Broker:
             for listener in config.listeners.served
             if listener.is_tls
         }
+        # Every SASL listener's mechanisms and users; SCRAM users come from the
+        # metastore once it is open.
+        self.scram_users = ScramUsers()
+        self._sasl = sasl_servers(
+            config.listeners,
+            config.listener_setting,
+            config.listener_overrides,
+            config.settings,
+            self.scram_users.lookup,
+        )
         # What replica fetchers and transaction markers connect with: the other
-        # brokers' inter-broker listener, over TLS when that listener is SSL.
-        peer_seams = seams
+        # brokers' inter-broker listener, over TLS when that listener is SSL or
+        # SASL_SSL, authenticated when it is SASL.
+        peer_network = seams.network
         inter_broker = config.listeners.inter_broker
         if inter_broker in self._listener_tls:
             algorithm, _ = config.listener_setting(
                 inter_broker, "ssl.endpoint.identification.algorithm"
             )
             client_tls = inter_broker_tls(self._listener_tls[inter_broker], algorithm == "https")
-            peer_seams = dataclasses.replace(
-                seams, network=TlsClientNetwork(seams.network, client_tls)
-            )
+            peer_network = TlsClientNetwork(peer_network, client_tls)
+        credentials = inter_broker_credentials(
+            config.listeners, self._sasl, config.listener_overrides, config.settings
+        )
+        if credentials is not None:
+            peer_network = SaslClientNetwork(peer_network, credentials, seams.clock)
+        peer_seams = dataclasses.replace(seams, network=peer_network)
         self.log_defaults = topic_defaults_from_broker(config.settings)
         self.log_manager = LogManager(
             seams.disk,
@@ -231,6 +249,8 @@ class Broker:
             self._remove_topic,
             self._new_uuid,
         )
+        if self._sasl:
+            await self.scram_users.follow(self.store)
         stored = await self.cluster.load_topics()
         self.log_manager.start(
             lambda name: (
@@ -246,6 +266,7 @@ class Broker:
                     self._connections.serve,
                     listener=listener,
                     mapper=self.config.principal_mappers[listener.name],
+                    sasl=self._sasl.get(listener.name),
                 ),
                 self._listener_tls.get(listener.name),
             )

@@ -40,7 +40,7 @@ class BrokerConfig:
         self, settings: Settings, listener_overrides: Mapping[str, Mapping[str, Any]] | None = None
     ) -> None:
         self.settings = settings
-        # listener.name.<name>.ssl.* by listener name, each value parsed.
+        # listener.name.<name>.ssl.* and .sasl.* by listener name, each value parsed.
         self.listener_overrides = dict(listener_overrides or {})
         if not self.log_dirs:
             raise SettingError("log.dirs", "at least one log directory is required")
@@ -57,12 +57,15 @@ class BrokerConfig:
 
     @classmethod
     def from_mapping(cls, given: Mapping[str, object]) -> BrokerConfig:
-        """Settings as given; SASL and authorizer settings, which the broker cannot
-        honour yet, are refused here rather than ignored."""
+        """Settings as given; authorizer settings, which the broker cannot honour yet,
+        are refused here rather than ignored."""
         plain, overrides = split_security_settings(given)
         parsed = {
             listener: {
-                name: BROKER.check(name, value)
+                # <mechanism>.sasl.jaas.config is a sasl.jaas.config for one mechanism.
+                name: BROKER.check(
+                    "sasl.jaas.config" if name.endswith(".sasl.jaas.config") else name, value
+                )
                 for name, value in values.items()
                 if value is not None
             }

@@ -4,6 +4,7 @@ responses out in order (Kafka mutes a connection while its request is handled)."
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import struct
 from typing import Any
@@ -19,6 +20,7 @@ from epochlog.protocol.apis import (
     decode_request_header,
     encode_response,
     encode_response_header,
+    frame,
     peek_header,
 )
 from epochlog.protocol.error_codes import error_codes
@@ -26,6 +28,7 @@ from epochlog.protocol.errors import KafkaError
 from epochlog.seams import Clock, Connection
 from epochlog.security.listeners import Listener
 from epochlog.security.principal import PrincipalMapper
+from epochlog.security.sasl import SaslRefused, SaslServerConfig
 from epochlog.security.session import AuthenticationFailed, Session, open_session
 
 log = logging.getLogger("epochlog.server")
@@ -162,11 +165,18 @@ class ConnectionLoop:
         # cluster, so that nobody is answered from an empty metadata cache.
         self._ready = ready
 
-    async def serve(self, conn: Connection, listener: Listener, mapper: PrincipalMapper) -> None:
-        """Serve one connection accepted on ``listener`` (after its TLS handshake)."""
+    async def serve(
+        self,
+        conn: Connection,
+        listener: Listener,
+        mapper: PrincipalMapper,
+        sasl: SaslServerConfig | None = None,
+    ) -> None:
+        """Serve one connection accepted on ``listener`` (after its TLS handshake); on a
+        SASL listener, nothing but the SASL exchange until it has authenticated."""
         self.open_connections[conn] = None
         try:
-            session = open_session(conn, listener, mapper)
+            session = open_session(conn, listener, mapper, sasl)
             if self._ready is not None:
                 await self._ready.wait()
             while True:
@@ -177,24 +187,28 @@ class ConnectionLoop:
                     log.info("closing idle connection from %s", conn.peer)
                     return
                 (size,) = struct.unpack(">i", size_bytes)
-                if size < 0 or size > self._max_request_bytes:
+                limit, setting = self._max_request_bytes, "socket.request.max.bytes"
+                auth = session.authentication
+                if auth is not None and auth.max_frame() is not None:
+                    limit, setting = auth.max_frame(), "sasl.server.max.receive.size"
+                if size < 0 or size > limit:
                     log.warning(
-                        "closing connection from %s: request of %d bytes exceeds"
-                        " socket.request.max.bytes=%d",
+                        "closing connection from %s: request of %d bytes exceeds %s=%d",
                         conn.peer,
                         size,
-                        self._max_request_bytes,
+                        setting,
+                        limit,
                     )
                     return
                 if self._budget is None:
-                    await self._serve_one(conn, size, session)
+                    session = await self._serve_one(conn, size, session)
                     continue
                 await self._budget.acquire(size)
                 try:
-                    await self._serve_one(conn, size, session)
+                    session = await self._serve_one(conn, size, session)
                 finally:
                     self._budget.release(size)
-        except (ProtocolViolation, AuthenticationFailed) as exc:
+        except (ProtocolViolation, AuthenticationFailed, SaslRefused) as exc:
             log.warning("closing connection from %s: %s", conn.peer, exc)
         except (asyncio.IncompleteReadError, ConnectionError) as exc:
             log.debug("connection from %s closed: %r", conn.peer, exc)
@@ -204,14 +218,43 @@ class ConnectionLoop:
             self.open_connections.pop(conn, None)
             conn.close()
 
-    async def _serve_one(self, conn: Connection, size: int, session: Session) -> None:
+    async def _serve_one(self, conn: Connection, size: int, session: Session) -> Session:
+        """Serve one frame; the session it leaves (a SASL exchange may name the user)."""
         try:
             # A frame must keep arriving: one stalled mid-way holds buffered bytes.
             async with self._clock.timeout(self._idle_timeout_s):
-                frame = await conn.read_exactly(size)
+                data = await conn.read_exactly(size)
         except TimeoutError:
             raise ProtocolViolation(
                 f"a {size}-byte request did not arrive within connections.max.idle.ms"
             ) from None
-        await self._channel.handle(frame, conn, session)
+        auth = session.authentication
+        if auth is None:
+            await self._channel.handle(data, conn, session)
+            await conn.drain()
+            return session
+        done = auth.authentications
+        if auth.raw_tokens:
+            # After a v0 SaslHandshake, tokens come as bare frames and are answered so.
+            result = auth.authenticate(data, self._clock.time_ms())
+            if auth.failed:
+                raise AuthenticationFailed(f"SASL authentication failed: {auth.failure}")
+            conn.writelines(frame(result.reply))
+        else:
+            auth.admit(_peek(data)[0], self._clock.time_ms())
+            await self._channel.handle(data, conn, session)
         await conn.drain()
+        if auth.failed:
+            raise AuthenticationFailed(
+                f"SASL authentication failed on listener {session.listener}: {auth.failure}"
+            )
+        if auth.authentications == done:
+            return session
+        log.info(
+            "%s %s as %s (%s)",
+            conn.peer,
+            "re-authenticated" if done else "authenticated",
+            auth.principal,
+            auth.mechanism,
+        )
+        return dataclasses.replace(session, principal=auth.principal)

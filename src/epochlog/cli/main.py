@@ -6,6 +6,7 @@ epochlog topics ...        create, delete, list and describe topics
 epochlog groups ...        list and describe consumer groups (offsets with epochs, lag)
 epochlog records delete    move partitions' log start forward (kafka-delete-records.sh)
 epochlog status            leaders, epochs, ISR, high watermarks, replica logs
+epochlog users ...         add, list and remove SCRAM users
 epochlog quarantine ...    list, show and replay what truncations kept aside
 epochlog settings          every setting with its default (docs/settings.md)
 epochlog demo              the main job: a cluster, a PySpark pipeline, an unclean election
@@ -23,7 +24,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from epochlog.broker.broker import Broker
 from epochlog.broker.config import BrokerConfig, parse_properties
-from epochlog.cli import admin_commands
+from epochlog.cli import admin_commands, users
 from epochlog.cli.logs import configure_logging
 from epochlog.demo import add_arguments as add_demo_arguments
 from epochlog.protocol.errors import KafkaError
@@ -217,12 +218,17 @@ def _cmd_transactions(args: argparse.Namespace) -> int:
     )
 
 
+def _cmd_users(args: argparse.Namespace) -> int:
+    return _run(lambda: users.run_users(args, _client(args)))
+
+
 def _add_client_arguments(parser: argparse.ArgumentParser, json_out: bool = True) -> None:
     parser.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP)
     parser.add_argument(
         "--command-config",
         metavar="FILE",
-        help="client settings (security.protocol, ssl.*), a properties file as kafka-*.sh take",
+        help="client settings (security.protocol, ssl.*, sasl.*), a properties file as "
+        "kafka-*.sh take",
     )
     if json_out:
         parser.add_argument("--json", action="store_true", help="JSON instead of tables")
@@ -317,6 +323,11 @@ def build_parser() -> argparse.ArgumentParser:
     txn.add_argument("--topic")
     txn.add_argument("--partition", type=int, default=0)
     txn.set_defaults(func=_cmd_transactions)
+
+    users_cmd = sub.add_parser("users", help="add, list and remove SCRAM users")
+    users.add_arguments(users_cmd)
+    _add_client_arguments(users_cmd, json_out=False)
+    users_cmd.set_defaults(func=_cmd_users)
 
     reference_cmd = sub.add_parser(
         "settings", help="every broker, topic and client setting (docs/settings.md)"

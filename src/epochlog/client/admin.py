@@ -21,6 +21,7 @@ from kafka.protocol.metadata import MetadataRequest
 
 from epochlog.client.admin_groups import GroupAdmin
 from epochlog.client.admin_transactions import TransactionAdmin
+from epochlog.client.admin_users import UserAdmin
 from epochlog.client.config import ADMIN, parse_config
 from epochlog.client.connection import BrokerConnection
 from epochlog.client.errors import TopicPartition
@@ -76,7 +77,7 @@ def _raise_for(code: int, what: str) -> None:
         raise KafkaError(ErrorCode(code), what)
 
 
-class AsyncAdmin(GroupAdmin, TransactionAdmin):
+class AsyncAdmin(GroupAdmin, TransactionAdmin, UserAdmin):
     """``AsyncAdmin({"bootstrap.servers": ...}, seams)``: Kafka's admin client on asyncio,
     all its I/O and time through ``seams`` (``real_seams()`` outside a simulation)."""
 

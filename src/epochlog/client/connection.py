@@ -1,6 +1,7 @@
 """One connection to one broker: framed requests out, responses matched back by
 correlation id. The consumer, producer, admin, replica fetcher and controller all
-talk to brokers through this class (DESIGN §2)."""
+talk to brokers through this class (DESIGN §2). On a SASL connection whose session
+has a lifetime it re-authenticates in time (KIP-368)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 from epochlog.protocol.apis import MESSAGES, frame
 from epochlog.seams import Connection, Network
+from epochlog.security.sasl_client import SaslConnection, authenticate
 
 _SIZE = struct.Struct(">i")
 _CORRELATION = struct.Struct(">i")
@@ -25,6 +27,7 @@ class BrokerConnection:
         self._pending: dict[int, tuple[Any, int, asyncio.Future[Any]]] = {}
         self._reader = asyncio.get_running_loop().create_task(self._read_loop())
         self._closed: BaseException | None = None
+        self._reauthenticating = asyncio.Lock()
 
     @property
     def closed(self) -> bool:
@@ -39,6 +42,25 @@ class BrokerConnection:
 
     async def send(self, request: Any, version: int, expect_response: bool = True) -> Any:
         """Send a request at ``version`` and wait for its decoded response."""
+        conn = self._conn
+        if isinstance(conn, SaslConnection) and conn.reauthentication_due():
+            await self._reauthenticate(conn)
+        return await self._send(request, version, expect_response)
+
+    async def _reauthenticate(self, conn: SaslConnection) -> None:
+        """KIP-368: authenticate again before the session ends. Other requests wait
+        meanwhile (the broker refuses them mid-exchange); those sent before are answered
+        first, since a broker serves a connection's requests in order."""
+        async with self._reauthenticating:
+            if not conn.reauthentication_due():
+                return
+
+            async def call(request: Any, _response_class: Any, version: int) -> Any:
+                return await self._send(request, version)
+
+            conn.renewed(await authenticate(call, conn.credentials))
+
+    async def _send(self, request: Any, version: int, expect_response: bool = True) -> Any:
         if self._closed is not None:
             raise ConnectionError(f"connection closed: {self._closed}")
         _, response_class = MESSAGES[request.API_KEY]

@@ -1,7 +1,9 @@
 """A client's ``security.protocol`` with librdkafka's names: SSL wraps every connection
 the client opens in TLS (``ssl.ca.location`` to trust, ``ssl.certificate.location`` and
 ``ssl.key.location`` to present, the broker's name checked unless
-``ssl.endpoint.identification.algorithm=none``)."""
+``ssl.endpoint.identification.algorithm=none``); SASL_PLAINTEXT and SASL_SSL
+authenticate every connection with ``sasl.mechanism``, ``sasl.username`` and
+``sasl.password`` before anything else is sent on it."""
 
 from __future__ import annotations
 
@@ -10,17 +12,28 @@ from typing import Any
 
 from epochlog.client.errors import ConfigError
 from epochlog.seams import Network, Seams, Tls, TlsClientNetwork
+from epochlog.security.sasl_client import SaslClientNetwork
+from epochlog.security.sasl_listeners import SaslCredentials
 from epochlog.security.tls import certificates, check_key_pair, read_pem
 from epochlog.settings.registry import TEXT, Setting, choice
-from epochlog.settings.security import PASSWORD
+from epochlog.settings.security import PASSWORD, SASL_MECHANISMS
 
 SECURITY = [
     Setting(
         "security.protocol",
         choice("plaintext", "ssl", "sasl_plaintext", "sasl_ssl", case_sensitive=False),
         "plaintext",
-        "plaintext or ssl (TLS); SASL is not supported yet.",
+        "plaintext, ssl (TLS), sasl_plaintext or sasl_ssl (SASL, over TLS for sasl_ssl).",
     ),
+    Setting(
+        "sasl.mechanism",
+        choice(*SASL_MECHANISMS, case_sensitive=False),
+        "PLAIN",
+        "The SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (librdkafka's default "
+        "GSSAPI is not offered).",
+    ),
+    Setting("sasl.username", TEXT, "", "The SASL user (sasl_plaintext, sasl_ssl)."),
+    Setting("sasl.password", PASSWORD, "", "The SASL user's password."),
     Setting(
         "ssl.ca.location",
         TEXT,
@@ -48,10 +61,7 @@ SECURITY = [
 def client_tls(config: Mapping[str, Any], seams: Seams) -> Tls | None:
     """The TLS a client connects with, its files read and checked now (a mistake is
     reported at construction, naming the setting); None for plaintext."""
-    protocol = config["security.protocol"]
-    if protocol.startswith("sasl"):
-        raise ConfigError("security.protocol", f"{protocol} is not supported yet (no SASL)")
-    if protocol != "ssl":
+    if config["security.protocol"] not in ("ssl", "sasl_ssl"):
         return None
     trusted = b""
     if config["ssl.ca.location"]:
@@ -81,7 +91,24 @@ def client_tls(config: Mapping[str, Any], seams: Seams) -> Tls | None:
     )
 
 
+def client_sasl(config: Mapping[str, Any]) -> SaslCredentials | None:
+    """The SASL credentials a client authenticates with; None unless a SASL protocol."""
+    if not config["security.protocol"].startswith("sasl"):
+        return None
+    for name in ("sasl.username", "sasl.password"):
+        if not config[name]:
+            raise ConfigError(
+                name, f"required with security.protocol={config['security.protocol']}"
+            )
+    return SaslCredentials(
+        config["sasl.mechanism"], config["sasl.username"], config["sasl.password"]
+    )
+
+
 def client_network(config: Mapping[str, Any], seams: Seams) -> Network:
-    """The network a client's connections go through: TLS for every one with SSL."""
+    """The network a client's connections go through: TLS for every one with SSL or
+    SASL_SSL, then SASL authentication with SASL_PLAINTEXT or SASL_SSL."""
     tls = client_tls(config, seams)
-    return seams.network if tls is None else TlsClientNetwork(seams.network, tls)
+    credentials = client_sasl(config)
+    network = seams.network if tls is None else TlsClientNetwork(seams.network, tls)
+    return network if credentials is None else SaslClientNetwork(network, credentials, seams.clock)

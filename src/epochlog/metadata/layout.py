@@ -40,6 +40,8 @@ CONTROLLED_SHUTDOWN = "/admin/controlled_shutdown"
 PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 ISR_CHANGE = "/isr_change"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+# Per-user configuration: SCRAM credentials (security/scram_credentials.py).
+CONFIG_USERS = "/config/users"
 
 PERSISTENT_PATHS = (
     BROKER_IDS,

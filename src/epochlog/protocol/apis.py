@@ -44,6 +44,12 @@ from kafka.protocol.admin import (
     ListTransactionsRequest,
     ListTransactionsResponse,
 )
+from kafka.protocol.admin.users import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
+)
 from kafka.protocol.api_header import RequestHeader, ResponseHeader
 from kafka.protocol.consumer import (
     FetchRequest,
@@ -91,6 +97,12 @@ from kafka.protocol.producer import (
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
 )
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.protocol.length_audit import LengthError, audit
@@ -110,6 +122,7 @@ class ApiKey:
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -123,12 +136,15 @@ class ApiKey:
     TXN_OFFSET_COMMIT = 28
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
     DELETE_GROUPS = 42
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
@@ -191,6 +207,16 @@ MESSAGES: dict[int, tuple[Any, Any]] = {
     ApiKey.DESCRIBE_PRODUCERS: (DescribeProducersRequest, DescribeProducersResponse),
     ApiKey.DESCRIBE_TRANSACTIONS: (DescribeTransactionsRequest, DescribeTransactionsResponse),
     ApiKey.LIST_TRANSACTIONS: (ListTransactionsRequest, ListTransactionsResponse),
+    ApiKey.SASL_HANDSHAKE: (SaslHandshakeRequest, SaslHandshakeResponse),
+    ApiKey.SASL_AUTHENTICATE: (SaslAuthenticateRequest, SaslAuthenticateResponse),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (
+        DescribeUserScramCredentialsRequest,
+        DescribeUserScramCredentialsResponse,
+    ),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (
+        AlterUserScramCredentialsRequest,
+        AlterUserScramCredentialsResponse,
+    ),
 }
 
 

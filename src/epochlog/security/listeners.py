@@ -9,17 +9,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from epochlog.settings.registry import SettingError, Settings
-from epochlog.settings.security import SSL_SETTINGS
+from epochlog.settings.security import SASL_MECHANISMS, SASL_SETTINGS, SSL_SETTINGS
 
 PLAINTEXT = "PLAINTEXT"
 SSL = "SSL"
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 SECURITY_PROTOCOLS = (PLAINTEXT, SSL, *SASL_PROTOCOLS)
 
-_SSL_NAMES = frozenset(s.name for s in SSL_SETTINGS)
+# What a listener may override: ssl.*, sasl.* and <mechanism>.sasl.jaas.config.
+_PER_LISTENER = frozenset(s.name for s in SSL_SETTINGS + SASL_SETTINGS) | frozenset(
+    f"{m.lower()}.sasl.jaas.config" for m in SASL_MECHANISMS
+)
 _ENDPOINT = re.compile(r"^([A-Za-z0-9_-]+)://(\[[0-9a-fA-F:.]*\]|[^:/\[\]]*):(\d+)$")
 _OVERRIDE = re.compile(r"^listener\.name\.([^.]+)\.(.+)$")
-_NOT_YET = "SASL is not supported yet; the broker refuses to start rather than serve without it"
 _NO_AUTHORIZER = (
     "authorization (ACLs) is not supported yet; the broker refuses to start rather than "
     "let every client do everything"
@@ -35,7 +37,11 @@ class Listener:
 
     @property
     def is_tls(self) -> bool:
-        return self.security_protocol == SSL
+        return self.security_protocol in (SSL, "SASL_SSL")
+
+    @property
+    def is_sasl(self) -> bool:
+        return self.security_protocol in SASL_PROTOCOLS
 
 
 def parse_endpoint(setting: str, spec: str) -> tuple[str, str, int]:
@@ -96,8 +102,6 @@ class Listeners:
                     "listener.security.protocol.map",
                     f"no security protocol for listener {name}",
                 )
-            if protocol in SASL_PROTOCOLS:
-                raise SettingError("listeners", f"{name} uses {protocol}: {_NOT_YET}")
             served.append(Listener(name, host, port, protocol))
         advertised_at = _endpoints("advertised.listeners", settings["advertised.listeners"])
         for name in advertised_at:
@@ -122,8 +126,8 @@ def split_security_settings(
     given: Mapping[str, object],
 ) -> tuple[dict[str, object], dict[str, dict[str, object]]]:
     """The settings for the registry, and the per-listener ``listener.name.<name>.ssl.*``
-    overrides by listener; a setting for SASL or an authorizer is refused here, naming
-    it, since the broker would otherwise run without what it asks for."""
+    and ``.sasl.*`` overrides by listener; a setting for an authorizer is refused here,
+    naming it, since the broker would otherwise run without what it asks for."""
     plain: dict[str, object] = {}
     overrides: dict[str, dict[str, object]] = {}
     for name, value in given.items():
@@ -134,7 +138,7 @@ def split_security_settings(
             plain[key] = value
             continue
         listener, setting = match.group(1).upper(), match.group(2)
-        if setting not in _SSL_NAMES:
+        if setting not in _PER_LISTENER:
             raise SettingError(key, f"{setting} cannot be set per listener")
         overrides.setdefault(listener, {})[setting] = value
     return plain, overrides
@@ -142,8 +146,6 @@ def split_security_settings(
 
 def _refuse_unsupported(key: str) -> None:
     base = _OVERRIDE.sub(r"\2", key)
-    if base.startswith("sasl.") or base.endswith(".sasl.jaas.config"):
-        raise SettingError(key, _NOT_YET)
     if base.startswith("authorizer.") or base in ("super.users", "allow.everyone.if.no.acl.found"):
         raise SettingError(key, _NO_AUTHORIZER)
     if base == "security.inter.broker.protocol":

@@ -1,12 +1,21 @@
-"""The broker's listener and TLS settings, with Kafka's names (KIP-103 listeners, KIP-651
-PEM keystores). What they mean is decided in ``epochlog.security``; what the broker
-cannot honour (SASL, authorizers) is refused there at startup, never ignored."""
+"""The broker's listener, TLS and SASL settings, with Kafka's names (KIP-103 listeners,
+KIP-651 PEM keystores, KIP-152/368 SASL). What they mean is decided in
+``epochlog.security``; what the broker cannot honour (authorizers, SASL mechanisms
+other than PLAIN and SCRAM) is refused there at startup, never ignored."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from epochlog.settings.registry import TEXT, ConfigType, Kind, Setting, SettingError, choice
+from epochlog.settings.registry import (
+    TEXT,
+    ConfigType,
+    Kind,
+    Setting,
+    SettingError,
+    choice,
+    integer,
+)
 
 LISTENERS = "Listeners and TLS"
 
@@ -36,6 +45,25 @@ def _parse_secret(name: str, raw: object) -> str:
     return raw.strip()
 
 
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+def _parse_mechanisms(name: str, raw: object) -> tuple[str, ...]:
+    parts = raw.split(",") if isinstance(raw, str) else raw
+    if not isinstance(parts, list | tuple):
+        raise SettingError(name, f"expected a comma-separated list, got {raw!r}")
+    chosen = tuple(str(p).strip().upper() for p in parts if str(p).strip())
+    for mechanism in chosen:
+        if mechanism not in SASL_MECHANISMS:
+            raise SettingError(
+                name, f"{mechanism} is not supported (only {', '.join(SASL_MECHANISMS)})"
+            )
+    return chosen
+
+
+MECHANISM_LIST = Kind(
+    ConfigType.LIST, _parse_mechanisms, "a comma-separated list of " + ", ".join(SASL_MECHANISMS)
+)
 PROTOCOLS = Kind(ConfigType.LIST, _parse_protocols, "a comma-separated list of TLSv1.2, TLSv1.3")
 # DescribeConfigs reports these as sensitive, without their value (as Kafka does).
 PASSWORD = Kind(
@@ -130,6 +158,37 @@ SSL_SETTINGS = [
     ),
 ]
 
+# The sasl.* settings a listener may override as listener.name.<listener>.<setting>
+# (sasl.jaas.config as listener.name.<listener>.<mechanism>.sasl.jaas.config).
+SASL_SETTINGS = [
+    Setting(
+        "sasl.enabled.mechanisms",
+        MECHANISM_LIST,
+        "SCRAM-SHA-256,SCRAM-SHA-512",
+        "The SASL mechanisms a SASL listener accepts: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 "
+        "(Kafka's default, GSSAPI, is not offered).",
+        LISTENERS,
+    ),
+    Setting(
+        "sasl.jaas.config",
+        PASSWORD,
+        "",
+        'A JAAS login module entry. PlainLoginModule\'s user_<name>="<password>" options '
+        "are the PLAIN users; username and password are what this broker authenticates "
+        "with on the inter-broker listener. Usually set per listener and mechanism: "
+        "listener.name.<listener>.<mechanism>.sasl.jaas.config.",
+        LISTENERS,
+    ),
+    Setting(
+        "connections.max.reauth.ms",
+        integer(0),
+        0,
+        "KIP-368: a SASL session's lifetime; a client must re-authenticate before it ends "
+        "or its connection is closed at its next request. 0: sessions never expire.",
+        LISTENERS,
+    ),
+]
+
 SECURITY_SETTINGS = [
     Setting(
         "listeners",
@@ -152,8 +211,8 @@ SECURITY_SETTINGS = [
         "listener.security.protocol.map",
         TEXT,
         DEFAULT_PROTOCOL_MAP,
-        "NAME:PROTOCOL pairs: each listener's security protocol (PLAINTEXT or SSL; "
-        "SASL_PLAINTEXT and SASL_SSL are refused until SASL is built).",
+        "NAME:PROTOCOL pairs: each listener's security protocol (PLAINTEXT, SSL, "
+        "SASL_PLAINTEXT or SASL_SSL).",
         LISTENERS,
     ),
     Setting(
@@ -165,4 +224,20 @@ SECURITY_SETTINGS = [
         LISTENERS,
     ),
     *SSL_SETTINGS,
+    *SASL_SETTINGS,
+    Setting(
+        "sasl.mechanism.inter.broker.protocol",
+        choice(*SASL_MECHANISMS, case_sensitive=False),
+        "SCRAM-SHA-512",
+        "The mechanism this broker authenticates with when the inter-broker listener is "
+        "SASL (with the username and password of that listener's JAAS config for it).",
+        LISTENERS,
+    ),
+    Setting(
+        "sasl.server.max.receive.size",
+        integer(1),
+        524288,
+        "The largest frame a SASL listener reads before the client has authenticated.",
+        LISTENERS,
+    ),
 ]

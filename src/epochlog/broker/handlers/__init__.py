@@ -13,6 +13,7 @@ from epochlog.broker.handlers import (
     add_offsets_to_txn,
     add_partitions_to_txn,
     alter_configs,
+    alter_user_scram_credentials,
     api_versions,
     create_partitions,
     create_topics,
@@ -24,6 +25,7 @@ from epochlog.broker.handlers import (
     describe_groups,
     describe_producers,
     describe_transactions,
+    describe_user_scram_credentials,
     elect_leaders,
     end_txn,
     fetch,
@@ -42,6 +44,8 @@ from epochlog.broker.handlers import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
     sync_group,
     txn_offset_commit,
     write_txn_markers,
@@ -92,6 +96,11 @@ MODULES = (
     describe_producers,
     describe_transactions,
     list_transactions,
+    # SASL (KIP-152, KIP-368) and SCRAM users (KIP-554).
+    sasl_handshake,
+    sasl_authenticate,
+    describe_user_scram_credentials,
+    alter_user_scram_credentials,
 )
 
 
