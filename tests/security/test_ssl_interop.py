@@ -183,7 +183,10 @@ def test_aiokafka_produces_and_consumes_over_ssl(
     [
         ({"listeners": "SASL_SSL://127.0.0.1:0"}, "listeners: SASL_SSL uses SASL_SSL: SASL is not"),
         ({"sasl.enabled.mechanisms": "SCRAM-SHA-512"}, "sasl.enabled.mechanisms: SASL is not"),
-        ({"authorizer.class.name": "AclAuthorizer"}, "authorizer.class.name: authorization"),
+        (
+            {"authorizer.class.name": "AclAuthorizer"},
+            "authorizer.class.name: 'AclAuthorizer' is not an authorizer this broker has",
+        ),
         (
             {"listeners": "SSL://127.0.0.1:0", "inter.broker.listener.name": "SSL"},
             "ssl.keystore.location: listener SSL is SSL and needs a keystore",

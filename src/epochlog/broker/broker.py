@@ -24,6 +24,8 @@ from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.replication.replica_manager import ReplicaManager
 from epochlog.replication.settings import ReplicationSettings
 from epochlog.seams import Seams, Server, Tls, TlsClientNetwork
+from epochlog.security.acl_store import AclStore
+from epochlog.security.authorizer import Authorizer
 from epochlog.security.tls import inter_broker_tls, listener_tls
 from epochlog.storage.config import LogConfig, topic_defaults_from_broker
 from epochlog.storage.log_manager import LogManager, LogManagerSettings
@@ -103,6 +105,12 @@ class Broker:
             self._allocate_producer_id,
             self._partition_leader,
         )
+        self.authorizer = (
+            Authorizer(config.super_users, config["allow.everyone.if.no.acl.found"])
+            if config.authorizer_enabled
+            else None
+        )
+        self.acl_store: AclStore | None = None
         self.endpoint: BrokerEndpoint | None = None
         self.store: Metastore | None = None
         self.cluster: ClusterLink | None = None
@@ -210,6 +218,10 @@ class Broker:
             self._new_uuid,
         )
         stored = await self.cluster.load_topics()
+        if self.authorizer is not None:
+            # Every ACL is in force before the first request is served.
+            self.acl_store = AclStore(self.store, self.authorizer)
+            await self.acl_store.follow()
         self.log_manager.start(
             lambda name: (
                 self.topic_log_config(stored[name].configs) if name in stored else self.log_defaults
@@ -277,6 +289,8 @@ class Broker:
             await self.controller.stop()
         if self.cluster is not None:
             await self.cluster.leave()
+        if self.acl_store is not None:
+            self.acl_store.close()
         if self.store is not None:
             await self.store.close()
         if self._background is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from epochlog.security.authorizer import check_class_name, parse_super_users
 from epochlog.security.listeners import Listeners, split_security_settings
 from epochlog.security.principal import PrincipalMapper
 from epochlog.settings.broker import BROKER
@@ -48,11 +49,13 @@ class BrokerConfig:
             listener.name: PrincipalMapper.parse(*self.listener_setting(listener.name, RULES))
             for listener in self.listeners.served
         }
+        self.authorizer_enabled = check_class_name(settings["authorizer.class.name"])
+        self.super_users = parse_super_users(settings["super.users"])
 
     @classmethod
     def from_mapping(cls, given: Mapping[str, object]) -> BrokerConfig:
-        """Settings as given; SASL and authorizer settings, which the broker cannot
-        honour yet, are refused here rather than ignored."""
+        """Settings as given; SASL settings, which the broker cannot honour yet, are
+        refused here rather than ignored."""
         plain, overrides = split_security_settings(given)
         parsed = {
             listener: {

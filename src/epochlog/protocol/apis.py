@@ -13,14 +13,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka.protocol.admin import (
+    CreateAclsRequest,
+    CreateAclsResponse,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
     DescribeGroupsRequest,
@@ -114,6 +120,9 @@ class ApiKey:
     END_TXN = 26
     WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     CREATE_PARTITIONS = 37
     ELECT_LEADERS = 43
@@ -179,6 +188,9 @@ MESSAGES: dict[int, tuple[Any, Any]] = {
     ApiKey.DESCRIBE_PRODUCERS: (DescribeProducersRequest, DescribeProducersResponse),
     ApiKey.DESCRIBE_TRANSACTIONS: (DescribeTransactionsRequest, DescribeTransactionsResponse),
     ApiKey.LIST_TRANSACTIONS: (ListTransactionsRequest, ListTransactionsResponse),
+    ApiKey.DESCRIBE_ACLS: (DescribeAclsRequest, DescribeAclsResponse),
+    ApiKey.CREATE_ACLS: (CreateAclsRequest, CreateAclsResponse),
+    ApiKey.DELETE_ACLS: (DeleteAclsRequest, DeleteAclsResponse),
 }
 
 

@@ -20,10 +20,6 @@ _SSL_NAMES = frozenset(s.name for s in SSL_SETTINGS)
 _ENDPOINT = re.compile(r"^([A-Za-z0-9_-]+)://(\[[0-9a-fA-F:.]*\]|[^:/\[\]]*):(\d+)$")
 _OVERRIDE = re.compile(r"^listener\.name\.([^.]+)\.(.+)$")
 _NOT_YET = "SASL is not supported yet; the broker refuses to start rather than serve without it"
-_NO_AUTHORIZER = (
-    "authorization (ACLs) is not supported yet; the broker refuses to start rather than "
-    "let every client do everything"
-)
 
 
 @dataclass(frozen=True)
@@ -122,8 +118,8 @@ def split_security_settings(
     given: Mapping[str, object],
 ) -> tuple[dict[str, object], dict[str, dict[str, object]]]:
     """The settings for the registry, and the per-listener ``listener.name.<name>.ssl.*``
-    overrides by listener; a setting for SASL or an authorizer is refused here, naming
-    it, since the broker would otherwise run without what it asks for."""
+    overrides by listener; a setting for SASL is refused here, naming it, since the
+    broker would otherwise run without what it asks for."""
     plain: dict[str, object] = {}
     overrides: dict[str, dict[str, object]] = {}
     for name, value in given.items():
@@ -144,7 +140,5 @@ def _refuse_unsupported(key: str) -> None:
     base = _OVERRIDE.sub(r"\2", key)
     if base.startswith("sasl.") or base.endswith(".sasl.jaas.config"):
         raise SettingError(key, _NOT_YET)
-    if base.startswith("authorizer.") or base in ("super.users", "allow.everyone.if.no.acl.found"):
-        raise SettingError(key, _NO_AUTHORIZER)
     if base == "security.inter.broker.protocol":
         raise SettingError(key, "name the listener with inter.broker.listener.name instead")

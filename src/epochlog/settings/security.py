@@ -1,14 +1,24 @@
-"""The broker's listener and TLS settings, with Kafka's names (KIP-103 listeners, KIP-651
-PEM keystores). What they mean is decided in ``epochlog.security``; what the broker
-cannot honour (SASL, authorizers) is refused there at startup, never ignored."""
+"""The broker's listener, TLS and authorization settings, with Kafka's names (KIP-103
+listeners, KIP-651 PEM keystores, the ACL authorizer's). What they mean is decided in
+``epochlog.security``; what the broker cannot honour (SASL) is refused there at
+startup, never ignored."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from epochlog.settings.registry import TEXT, ConfigType, Kind, Setting, SettingError, choice
+from epochlog.settings.registry import (
+    BOOLEAN,
+    TEXT,
+    ConfigType,
+    Kind,
+    Setting,
+    SettingError,
+    choice,
+)
 
 LISTENERS = "Listeners and TLS"
+AUTHORIZATION = "Authorization (ACLs)"
 
 TLS_PROTOCOLS = ("TLSv1.2", "TLSv1.3")
 
@@ -165,4 +175,31 @@ SECURITY_SETTINGS = [
         LISTENERS,
     ),
     *SSL_SETTINGS,
+    Setting(
+        "authorizer.class.name",
+        TEXT,
+        "",
+        "Turns ACLs on: kafka.security.authorizer.AclAuthorizer, "
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer and "
+        "epochlog.security.authorizer.Authorizer all name epochlog's authorizer; empty: "
+        "every client may do everything.",
+        AUTHORIZATION,
+    ),
+    Setting(
+        "super.users",
+        TEXT,
+        "",
+        "Principals allowed everything whatever the ACLs say, separated by semicolons "
+        "(User:admin;User:broker). The brokers' own principals belong here (or need "
+        "ClusterAction on the cluster) so that replication and transaction markers work.",
+        AUTHORIZATION,
+    ),
+    Setting(
+        "allow.everyone.if.no.acl.found",
+        BOOLEAN,
+        "false",
+        "Whether a resource with no ACL at all is open to everyone (true) or only to "
+        "super users (false, Kafka's default).",
+        AUTHORIZATION,
+    ),
 ]

@@ -13,10 +13,13 @@ from epochlog.broker.handlers import (
     add_offsets_to_txn,
     add_partitions_to_txn,
     api_versions,
+    create_acls,
     create_partitions,
     create_topics,
+    delete_acls,
     delete_groups,
     delete_topics,
+    describe_acls,
     describe_configs,
     describe_groups,
     describe_producers,
@@ -86,6 +89,10 @@ MODULES = (
     describe_producers,
     describe_transactions,
     list_transactions,
+    # ACLs (issue 12): Kafka 2.x's versions, which librdkafka and kafka-python send.
+    describe_acls,
+    create_acls,
+    delete_acls,
 )
 
 

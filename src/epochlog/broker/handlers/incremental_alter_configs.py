@@ -11,6 +11,7 @@ from epochlog.broker.handlers.context import HandlerContext
 from epochlog.broker.responses import error_code
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode, KafkaError
+from epochlog.security.api_rules import refusal
 from epochlog.security.session import Session
 
 API = api(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1)
@@ -35,7 +36,9 @@ def _apply(current: dict[str, str], changes: Any) -> dict[str, str]:
     return configs
 
 
-async def _alter(broker: HandlerContext, resource: Any, validate_only: bool) -> Any:
+async def _alter(
+    broker: HandlerContext, session: Session, resource: Any, validate_only: bool
+) -> Any:
     answer = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
         error_code=ErrorCode.NONE,
         error_message=None,
@@ -43,6 +46,17 @@ async def _alter(broker: HandlerContext, resource: Any, validate_only: bool) -> 
         resource_name=resource.resource_name,
     )
     try:
+        if resource.resource_type == TOPIC:
+            name = resource.resource_name
+            refused = refusal(
+                broker.authorizer, session, ApiKey.INCREMENTAL_ALTER_CONFIGS, "topic", name
+            )
+        else:
+            refused = refusal(
+                broker.authorizer, session, ApiKey.INCREMENTAL_ALTER_CONFIGS, "cluster"
+            )
+        if refused != ErrorCode.NONE:
+            raise KafkaError(refused, "ALTER_CONFIGS is not allowed")
         if resource.resource_type != TOPIC:
             raise KafkaError(ErrorCode.INVALID_REQUEST, "only topic settings can be altered")
         topic = broker.metadata_cache.topic(resource.resource_name)
@@ -74,6 +88,7 @@ async def handle(
     return IncrementalAlterConfigsResponse(
         throttle_time_ms=0,
         responses=[
-            await _alter(broker, r, bool(request.validate_only)) for r in request.resources or []
+            await _alter(broker, session, r, bool(request.validate_only))
+            for r in request.resources or []
         ],
     )
