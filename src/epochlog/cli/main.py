@@ -5,6 +5,7 @@ epochlog up --brokers N    run a local cluster of N broker processes on loopback
 epochlog topics ...        create, delete, list and describe topics
 epochlog status            leaders, epochs, ISR, high watermarks, replica logs
 epochlog quarantine ...    list, show and replay what truncations kept aside
+epochlog acls ...          add, list and remove ACLs (kafka-acls.sh's options)
 epochlog settings          every setting with its default (docs/settings.md)
 epochlog demo              the main job: a cluster, a PySpark pipeline, an unclean election
 """
@@ -21,8 +22,9 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from epochlog.broker.broker import Broker
 from epochlog.broker.config import BrokerConfig, parse_properties
-from epochlog.cli import admin_commands
+from epochlog.cli import acl_commands, admin_commands
 from epochlog.cli.logs import configure_logging
+from epochlog.client.errors import ClientError
 from epochlog.demo import add_arguments as add_demo_arguments
 from epochlog.protocol.errors import KafkaError
 from epochlog.seams.real import real_seams
@@ -116,7 +118,7 @@ def _run(work: Callable[[], Awaitable[str] | str]) -> int:
     try:
         result = work()
         print(asyncio.run(result) if inspect.isawaitable(result) else result)
-    except (KafkaError, OSError, ValueError, RuntimeError) as exc:
+    except (KafkaError, ClientError, OSError, ValueError, RuntimeError) as exc:
         print(f"epochlog: {exc}", file=sys.stderr)
         return 1
     return 0
@@ -182,6 +184,10 @@ def _cmd_transactions(args: argparse.Namespace) -> int:
             bootstrap, args.topic, args.partition
         )
     )
+
+
+def _cmd_acls(args: argparse.Namespace) -> int:
+    return _run(lambda: acl_commands.run(args))
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -256,6 +262,10 @@ def build_parser() -> argparse.ArgumentParser:
     txn.add_argument("--topic")
     txn.add_argument("--partition", type=int, default=0)
     txn.set_defaults(func=_cmd_transactions)
+
+    acls = sub.add_parser("acls", help="add, list and remove ACLs")
+    acl_commands.add_arguments(acls, DEFAULT_BOOTSTRAP)
+    acls.set_defaults(func=_cmd_acls)
 
     reference_cmd = sub.add_parser(
         "settings", help="every broker, topic and client setting (docs/settings.md)"

@@ -54,7 +54,11 @@ async def handle(
     if broker.acl_store is None:
         code = ErrorCode.SECURITY_DISABLED
     if code != ErrorCode.NONE:
-        message = "no authorizer is configured" if broker.acl_store is None else None
+        message = (
+            "no authorizer is configured"
+            if broker.acl_store is None
+            else "ALTER on the cluster is not allowed"
+        )
         return CreateAclsResponse(
             throttle_time_ms=0,
             results=[_Result(error_code=code, error_message=message) for _ in creations],

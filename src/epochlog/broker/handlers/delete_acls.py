@@ -39,7 +39,8 @@ async def handle(
     broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
 ) -> Any:
     filters = [acl_filter(f) for f in request.filters or []]
-    code, message = refusal(broker.authorizer, session, ApiKey.DELETE_ACLS, "cluster"), None
+    code = refusal(broker.authorizer, session, ApiKey.DELETE_ACLS, "cluster")
+    message = None if code == ErrorCode.NONE else "ALTER on the cluster is not allowed"
     if broker.acl_store is None or broker.authorizer is None:
         code, message = ErrorCode.SECURITY_DISABLED, "no authorizer is configured"
     if code != ErrorCode.NONE:

@@ -74,7 +74,8 @@ def _resources(bindings: list[AclBinding]) -> list[Any]:
 async def handle(
     broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
 ) -> Any:
-    code, message = refusal(broker.authorizer, session, ApiKey.DESCRIBE_ACLS, "cluster"), None
+    code = refusal(broker.authorizer, session, ApiKey.DESCRIBE_ACLS, "cluster")
+    message = None if code == ErrorCode.NONE else "DESCRIBE on the cluster is not allowed"
     wanted = acl_filter(request)
     if broker.authorizer is None:
         code, message = ErrorCode.SECURITY_DISABLED, "no authorizer is configured"
