@@ -157,6 +157,11 @@ async def run(args: argparse.Namespace) -> str:
             await admin.create_acls(added)
             return f"Adding ACLs:\n{format_bindings(added)}"
         if args.action == "remove":
+            if not _resources(args):
+                # As kafka-acls.sh: removing needs a resource, never every ACL at once.
+                raise ValueError(
+                    "name a resource: --topic, --group, --transactional-id or --cluster"
+                )
             removed = await admin.delete_acls(filters(args))
             return f"Removed ACLs:\n{format_bindings(removed)}" if removed else "No ACL matched"
         found: dict[AclBinding, None] = {}

@@ -13,6 +13,7 @@ authorizer."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -84,6 +85,8 @@ class AclStore:
         self.store = store
         self.authorizer = authorizer
         self._watches: dict[ResourcePattern, Watch] = {}
+        # One folder refresh at a time: two at once would both watch a new node.
+        self._refreshing = asyncio.Lock()
 
     async def follow(self) -> None:
         """Read every ACL and keep following them (before the broker serves)."""
@@ -112,6 +115,10 @@ class AclStore:
         return ResourcePattern(resource_type, unquote(child), pattern_type)
 
     async def _refresh_folder(self, folder: str) -> None:
+        async with self._refreshing:
+            await self._refresh_folder_now(folder)
+
+    async def _refresh_folder_now(self, folder: str) -> None:
         present = {self._pattern_of(folder, c) for c in await self.store.children(folder)}
         known = {p for p in self._watches if node_path(p).rsplit("/", 1)[0] == folder}
         for pattern in sorted(present - known, key=lambda p: p.name):
