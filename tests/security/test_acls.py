@@ -32,7 +32,7 @@ from epochlog.client.security import client_network
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.records import build_batch
 from epochlog.seams.real import real_seams
-from support.broker import BrokerProcess, epochlog_command, free_port
+from support.broker import BrokerProcess, epochlog_command, free_port, wait_until
 from support.certs import CN_RULES, UserCerts, make_user_certs, ssl_listener_settings
 from support.requests import produce_request
 
@@ -58,7 +58,9 @@ def acl_broker(
         **ssl_listener_settings(user_certs),
         "ssl.principal.mapping.rules": CN_RULES,
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-        "super.users": "User:admin",
+        # The brokers talk to each other (transaction markers) as User:broker over TLS.
+        "inter.broker.listener.name": "SSL",
+        "super.users": "User:broker;User:admin",
         "auto.create.topics.enable": "false",
     }
     broker = BrokerProcess(base / "logs", base, settings)
@@ -372,3 +374,30 @@ def test_describe_and_delete_acls_round_trip_with_confluent_kafka(
     (deleted,) = admin_client.delete_acls([carol]).values()
     assert set(deleted.result(BOUND_S)) == set(bindings)
     assert admin_client.describe_acls(carol).result(BOUND_S) == []
+
+
+def test_a_transactional_producer_needs_write_on_its_transactional_id(
+    acl_broker: tuple[BrokerProcess, int], as_user: Any
+) -> None:
+    admin, alice = as_user("admin"), as_user("alice")
+    create_topic(admin, "txn-orders")
+    add_acls(admin, allow("User:alice", AclOperation.WRITE, "txn-orders"))
+    settings = {**alice, "transactional.id": "alice-txn", "transaction.timeout.ms": 60000}
+    refused = ck.Producer(settings)
+    with pytest.raises(ck.KafkaException) as caught:
+        refused.init_transactions(BOUND_S)
+    assert caught.value.args[0].code() == ck.KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert end_offset(admin, "txn-orders") == 0
+
+    add_acls(
+        admin, allow("User:alice", AclOperation.WRITE, "alice-txn", ResourceType.TRANSACTIONAL_ID)
+    )
+    producer = ck.Producer(settings)
+    producer.init_transactions(BOUND_S)
+    producer.begin_transaction()
+    for i in range(10):
+        producer.produce("txn-orders", b"t%d" % i)
+    producer.commit_transaction(BOUND_S)
+    # Ten records and the commit marker, which the coordinator writes once EndTxn is
+    # answered (a WriteTxnMarkers as User:broker): read_committed's end moves past both.
+    wait_until(lambda: end_offset(admin, "txn-orders") == 11, BOUND_S, "the commit marker")

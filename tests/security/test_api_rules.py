@@ -6,13 +6,15 @@ SECURITY_DISABLED."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from inprocess_broker import connect, run, running_broker
+from inprocess_broker import broker_config, connect, run, running_broker
 from kafka.protocol.admin import (
     CreateAclsRequest,
     CreatePartitionsRequest,
@@ -27,7 +29,9 @@ from kafka.protocol.admin import (
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetFetchRequest
 from kafka.protocol.producer import InitProducerIdRequest, WriteTxnMarkersRequest
 
+from epochlog.broker.broker import Broker
 from epochlog.protocol.errors import ErrorCode
+from epochlog.seams.real import real_seams
 from epochlog.security.acls import (
     CLUSTER_NAME,
     AccessControlEntry,
@@ -301,3 +305,70 @@ def test_the_acl_apis_answer_security_disabled_without_an_authorizer(tmp_path: P
             return created.results[0].error_code, described.error_code
 
     assert run(scenario) == (E.SECURITY_DISABLED, E.SECURITY_DISABLED)
+
+
+def test_kafka_pythons_admin_creates_describes_and_deletes_acls(tmp_path: Path) -> None:
+    from kafka.admin import (
+        ACL,
+        ACLFilter,
+        ACLOperation,
+        ACLPermissionType,
+        ACLResourcePatternType,
+        KafkaAdminClient,
+        ResourcePatternFilter,
+    )
+    from kafka.admin import ResourcePattern as KafkaResourcePattern
+    from kafka.admin import ResourceType as KafkaResourceType
+
+    def round_trip(port: int) -> tuple[Any, Any, Any]:
+        admin = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{port}")
+        pattern = KafkaResourcePattern(
+            KafkaResourceType.TOPIC, "kp-", ACLResourcePatternType.PREFIXED
+        )
+        acl = ACL("User:alice", "*", ACLOperation.READ, ACLPermissionType.ALLOW, pattern)
+        everything = ACLFilter(
+            None, None, ACLOperation.ANY, ACLPermissionType.ANY,
+            ResourcePatternFilter(KafkaResourceType.ANY, None, ACLResourcePatternType.ANY),
+        )  # fmt: skip
+        try:
+            created = admin.create_acls([acl])
+            described, _ = admin.describe_acls(everything)
+            ((_, deleted, _),) = admin.delete_acls([everything])
+            return created, described, deleted
+        finally:
+            admin.close()
+
+    async def scenario() -> tuple[Any, Any, Any, list[AclBinding]]:
+        settings = {
+            "authorizer_class_name": "kafka.security.authorizer.AclAuthorizer",
+            "super_users": ANONYMOUS,
+        }
+        async with running_broker(tmp_path, **settings) as broker:
+            loop = asyncio.get_running_loop()
+            answers = await loop.run_in_executor(None, round_trip, broker.port)
+            assert broker.authorizer is not None
+            return (*answers, broker.authorizer.bindings())
+
+    created, described, deleted, left = run(scenario)
+    assert created["failed"] == [] and len(created["succeeded"]) == 1
+    assert [(a.principal, a.resource_pattern.resource_name) for a in described] == [
+        ("User:alice", "kp-")
+    ]
+    assert len(deleted) == 1 and left == []
+
+
+def test_a_broker_warns_when_acls_are_on_and_brokers_would_act_anonymously(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    on = "kafka.security.authorizer.AclAuthorizer"
+    with caplog.at_level(logging.WARNING, logger="epochlog.broker"):
+        Broker(broker_config(tmp_path / "a", authorizer_class_name=on), real_seams(seed=1))
+        warned = [r.getMessage() for r in caplog.records]
+        caplog.clear()
+        Broker(
+            broker_config(tmp_path / "b", authorizer_class_name=on, super_users=ANONYMOUS),
+            real_seams(seed=1),
+        )
+        Broker(broker_config(tmp_path / "c"), real_seams(seed=1))
+    assert len(warned) == 1 and "inter-broker listener PLAINTEXT identifies no broker" in warned[0]
+    assert caplog.records == []

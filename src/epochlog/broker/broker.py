@@ -26,6 +26,7 @@ from epochlog.replication.settings import ReplicationSettings
 from epochlog.seams import Seams, Server, Tls, TlsClientNetwork
 from epochlog.security.acl_store import AclStore
 from epochlog.security.authorizer import Authorizer
+from epochlog.security.principal import ANONYMOUS
 from epochlog.security.tls import inter_broker_tls, listener_tls
 from epochlog.storage.config import LogConfig, topic_defaults_from_broker
 from epochlog.storage.log_manager import LogManager, LogManagerSettings
@@ -111,6 +112,15 @@ class Broker:
             else None
         )
         self.acl_store: AclStore | None = None
+        if self.authorizer is not None and not self._brokers_identified():
+            log.warning(
+                "ACLs are on but the inter-broker listener %s identifies no broker (it is "
+                "PLAINTEXT or ssl.client.auth=none): brokers act as %s there, which needs "
+                "super.users or ClusterAction on the cluster for replication and "
+                "transaction markers",
+                config.listeners.inter_broker,
+                ANONYMOUS,
+            )
         self.endpoint: BrokerEndpoint | None = None
         self.store: Metastore | None = None
         self.cluster: ClusterLink | None = None
@@ -128,6 +138,15 @@ class Broker:
         )
         self._stop = asyncio.Event()
         self._background: asyncio.Task[None] | None = None
+
+    def _brokers_identified(self) -> bool:
+        """Whether brokers reach each other with their certificate as principal, or the
+        anonymous principal they would have instead is a super user."""
+        inter = self.config.listeners.inter_broker
+        client_auth, _ = self.config.listener_setting(inter, "ssl.client.auth")
+        if inter in self._listener_tls and client_auth != "none":
+            return True
+        return ANONYMOUS in self.config.super_users
 
     @property
     def port(self) -> int:
