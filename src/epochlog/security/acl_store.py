@@ -85,6 +85,7 @@ class AclStore:
         self.store = store
         self.authorizer = authorizer
         self._watches: dict[ResourcePattern, Watch] = {}
+        self._folder_watches: list[Watch] = []
         # One folder refresh at a time: two at once would both watch a new node.
         self._refreshing = asyncio.Lock()
 
@@ -99,12 +100,13 @@ class AclStore:
                 async def refresh(_event: object = None, folder: str = folder) -> None:
                     await self._refresh_folder(folder)
 
-                await self.store.watch_children(folder, refresh)
+                self._folder_watches.append(await self.store.watch_children(folder, refresh))
                 await refresh()
 
     def close(self) -> None:
-        for watch in self._watches.values():
+        for watch in [*self._folder_watches, *self._watches.values()]:
             watch.cancel()
+        self._folder_watches.clear()
         self._watches.clear()
 
     def _pattern_of(self, folder: str, child: str) -> ResourcePattern:
