@@ -157,6 +157,8 @@ def test_allow_everyone_if_no_acl_found_opens_only_resources_without_acls() -> N
 
 def test_acls_of_a_pattern_are_replaced_and_removed() -> None:
     a = authorizer(acl("orders", Op.READ))
+    # Decided (and remembered) before the change, decided again after it.
+    assert may(a, Op.READ, "orders") and not may(a, Op.WRITE, "orders")
     pattern = ResourcePattern(TOPIC, "orders", LITERAL)
     a.set_acls(pattern, [AccessControlEntry(ALICE, "*", Op.WRITE, ALLOW)])
     assert may(a, Op.WRITE, "orders") and not may(a, Op.READ, "orders")

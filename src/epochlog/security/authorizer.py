@@ -6,7 +6,8 @@ decides. Pure: the ACLs are handed in, nothing is read here.
 
 ACLs are indexed by resource type, then by literal name and by prefix, so a decision
 looks at the ACLs of that one name, the ``*`` wildcard and the name's own prefixes, never
-at the others: its cost does not grow with the number of ACLs."""
+at the others: its cost does not grow with the number of ACLs. Decisions are remembered
+until the ACLs change (a client asks the same question with every request)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,10 @@ from epochlog.security.acls import (
     ResourceType,
 )
 from epochlog.settings.registry import SettingError
+
+# Decisions remembered at most (then forgotten all at once): bounds the memory a client
+# naming ever new resources can take.
+DECISIONS_KEPT = 100_000
 
 # What authorizer.class.name may name: Kafka's ZooKeeper-mode and KRaft authorizers and
 # epochlog's own all mean this authorizer; empty means no authorization.
@@ -77,6 +82,7 @@ class Authorizer:
         self.super_users = super_users
         self.allow_if_no_acl = allow_if_no_acl
         self._acls: dict[ResourceType, _ByName] = {}
+        self._decisions: dict[tuple[str, str, AclOperation, ResourceType, str], bool] = {}
 
     # -- the ACLs it follows ------------------------------------------------------------
 
@@ -84,6 +90,7 @@ class Authorizer:
         """Replace every ACL of one resource pattern (as stored in one metastore node)."""
         table = self._acls.setdefault(pattern.resource_type, _ByName()).table(pattern.pattern_type)
         entries = set(entries)
+        self._decisions.clear()
         if entries:
             table[pattern.name] = entries
         else:
@@ -135,6 +142,22 @@ class Authorizer:
         name: str,
     ) -> bool:
         """Kafka's decision for one operation on one resource."""
+        key = (principal, host, operation, resource_type, name)
+        decided = self._decisions.get(key)
+        if decided is None:
+            if len(self._decisions) >= DECISIONS_KEPT:
+                self._decisions.clear()
+            decided = self._decisions[key] = self._decide(*key)
+        return decided
+
+    def _decide(
+        self,
+        principal: str,
+        host: str,
+        operation: AclOperation,
+        resource_type: ResourceType,
+        name: str,
+    ) -> bool:
         if principal in self.super_users:
             return True
         matching = self._matching(resource_type, name)
