@@ -372,3 +372,32 @@ def test_a_broker_warns_when_acls_are_on_and_brokers_would_act_anonymously(
         Broker(broker_config(tmp_path / "c"), real_seams(seed=1))
     assert len(warned) == 1 and "inter-broker listener PLAINTEXT identifies no broker" in warned[0]
     assert caplog.records == []
+
+
+def test_delete_topics_by_id_resolves_no_id_for_whoever_may_not_describe_the_topic(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> list[tuple[str | None, int]]:
+        settings = {"authorizer_class_name": "kafka.security.authorizer.AclAuthorizer"}
+        async with running_broker(tmp_path, **settings) as broker:
+            created = await broker.create_topic("t", 1, 1, {})
+            assert created is not None and broker.acl_store is not None
+            request = DeleteTopicsRequest(
+                topics=[DeleteTopicsRequest.DeleteTopicState(name=None, topic_id=created.topic_id)],
+                timeout_ms=5000,
+            )
+            conn = await connect(broker)
+            answers = []
+            for acl in (None, grant(TOPIC, "t", Op.DESCRIBE), grant(TOPIC, "t", Op.DELETE)):
+                if acl is not None:
+                    await broker.acl_store.add([acl])
+                (result,) = (await conn.send(request, 6)).responses
+                answers.append((result.name, result.error_code))
+            await conn.close()
+            return answers
+
+    assert run(scenario) == [
+        (None, E.UNKNOWN_TOPIC_ID),
+        ("t", E.TOPIC_AUTHORIZATION_FAILED),
+        ("t", E.NONE),
+    ]

@@ -38,7 +38,7 @@ RULES: dict[int, dict[str, tuple[ResourceType, AclOperation]]] = {
         "create_topic": (TOPIC, Op.CREATE),
     },
     ApiKey.CREATE_TOPICS: {"cluster": (CLUSTER, Op.CREATE), "topic": (TOPIC, Op.CREATE)},
-    ApiKey.DELETE_TOPICS: {"topic": (TOPIC, Op.DELETE)},
+    ApiKey.DELETE_TOPICS: {"topic": (TOPIC, Op.DELETE), "describe": (TOPIC, Op.DESCRIBE)},
     ApiKey.CREATE_PARTITIONS: {"topic": (TOPIC, Op.ALTER)},
     ApiKey.ELECT_LEADERS: {"cluster": (CLUSTER, Op.ALTER)},
     ApiKey.DESCRIBE_CONFIGS: {

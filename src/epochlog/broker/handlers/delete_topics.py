@@ -34,7 +34,10 @@ async def _delete_one(
             raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
         if name is None:
             name = broker.metadata_cache.topic_name(topic_id)
-            if name is None:
+            # A topic ID is not resolved for whoever may not see the topic (Kafka).
+            if name is None or not allowed(
+                broker.authorizer, session, ApiKey.DELETE_TOPICS, "describe", name
+            ):
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID, str(topic_id))
             result.name = name
         if not allowed(broker.authorizer, session, ApiKey.DELETE_TOPICS, "topic", name):
