@@ -74,6 +74,5 @@ def test_what_kafka_acls_refuses_is_refused_before_any_request(
     argv: tuple[str, ...], problem: str
 ) -> None:
     # Port 1: nothing listens; a refusal comes before any connection is tried.
-    args = parse(*argv, "--bootstrap-server", "127.0.0.1:1")
     with pytest.raises(ValueError, match=problem):
-        asyncio.run(acl_commands.run(args))
+        asyncio.run(acl_commands.run({"bootstrap.servers": "127.0.0.1:1"}, parse(*argv)))

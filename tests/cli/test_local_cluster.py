@@ -1,5 +1,5 @@
-"""`epochlog up --brokers 3`: a working local cluster from one command, stopped cleanly
-by Ctrl-C."""
+"""`epochlog up --brokers 3`: a working local cluster from one command, each broker
+serving /metrics, stopped cleanly by Ctrl-C."""
 
 from __future__ import annotations
 
@@ -13,15 +13,22 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from support.broker import free_port
+from support.metrics import scrape
+
+
+def free_ports(count: int) -> int:
+    """The first of ``count`` consecutive ports nobody listens on now."""
+    port = free_port()
+    while any(free_port() == port + i for i in range(1, count)):
+        port = free_port()
+    return port
 
 
 def test_up_runs_three_brokers_that_replicate_and_stop_on_ctrl_c(tmp_path: Path) -> None:
-    port = free_port()
-    while any(free_port() == port + i for i in (1, 2)):
-        port = free_port()
+    port, metrics_port = free_ports(3), free_ports(3)
     up = subprocess.Popen(
         [sys.executable, "-m", "epochlog", "up", "--brokers", "3", "--port", str(port),
-         "--data-dir", str(tmp_path / "cluster")],
+         "--metrics-port", str(metrics_port), "--data-dir", str(tmp_path / "cluster")],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -29,6 +36,8 @@ def test_up_runs_three_brokers_that_replicate_and_stop_on_ctrl_c(tmp_path: Path)
     try:
         assert up.stdout is not None
         first = up.stdout.readline()
+        # Read line by line: communicate() below would miss what readline buffered.
+        told = [up.stdout.readline() for _ in range(2)]
         bootstrap = first.strip().removeprefix("bootstrap.servers=")
         assert bootstrap == f"127.0.0.1:{port},127.0.0.1:{port + 1},127.0.0.1:{port + 2}", first
         admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -37,6 +46,9 @@ def test_up_runs_three_brokers_that_replicate_and_stop_on_ctrl_c(tmp_path: Path)
         for i in range(100):
             producer.produce("up-demo", b"%d" % i)
         assert producer.flush(60) == 0
+        messages_in = "kafka_server_brokertopicmetrics_messagesin_total"
+        scrapes = [scrape(metrics_port + b) for b in range(3)]
+        assert sum(s.total(messages_in, topic="up-demo") for s in scrapes) == 100
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "up-demo"})
         consumer.assign([TopicPartition("up-demo", 0, 0)])
         got: list[bytes] = []
@@ -52,6 +64,8 @@ def test_up_runs_three_brokers_that_replicate_and_stop_on_ctrl_c(tmp_path: Path)
         rest, _ = up.communicate(timeout=120)
     assert up.returncode == 0
     assert "all brokers stopped" in rest
+    assert told[0].startswith("3 broker(s)"), told
+    assert told[1].startswith(f"metrics: http://127.0.0.1:{metrics_port}/metrics"), told
     for broker in range(3):
         log = (tmp_path / "cluster" / f"broker-{broker}.log").read_text()
         assert f"broker {broker} stopped cleanly" in log

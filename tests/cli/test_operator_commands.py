@@ -3,20 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from support.broker import BrokerProcess
-
-
-def epochlog(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "epochlog", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+from support.broker import run_epochlog as epochlog
 
 
 def test_topics_create_alter_describe_list_delete(module_broker: BrokerProcess) -> None:
@@ -36,7 +26,12 @@ def test_topics_create_alter_describe_list_delete(module_broker: BrokerProcess) 
     described = epochlog("topics", "describe", "cli-orders", *server)
     assert described.returncode == 0, described.stderr
     assert "partitions=3" in described.stdout and "cleanup.policy=compact" in described.stdout
-    assert described.stdout.count("leader=0 epoch=0") == 3
+    header, *rows = [line.split() for line in described.stdout.splitlines()[1:] if line.strip()]
+    assert header == ["PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "OFFLINE"]
+    assert rows == [[str(p), "0", "0", "0", "0", "-"] for p in range(3)]
+    as_json = json.loads(epochlog("topics", "describe", "cli-orders", "--json", *server).stdout)
+    assert [p["leader_epoch"] for p in as_json[0]["partitions"]] == [0, 0, 0]
+    assert as_json[0]["configs"]["cleanup.policy"] == "compact"
     assert "cli-orders" in epochlog("topics", "list", *server).stdout.split()
     deleted = epochlog("topics", "delete", "cli-orders", *server)
     assert deleted.returncode == 0, deleted.stderr

@@ -102,6 +102,13 @@ def test_truncation_with_none_raises_naming_partition_and_divergence(tmp_path: P
                 if got:
                     break
             assert [(r.offset, r.value, r.leader_epoch) for r in got] == [(3, b"new-3", 1)]
+            # Once detected, however often raised; the application's seek is no reset.
+            assert consumer.counts.as_dict() == {
+                "records-consumed-total": 6,
+                "truncations-detected-total": 1,
+                "offset-resets-none-total": 0,
+            }
+            assert producer.counts.as_dict() == {"record-send-total": 5, "record-error-total": 0}
             await close(producer, writer, consumer, admin)
 
     run(scenario)
@@ -129,6 +136,11 @@ def test_truncation_with_earliest_moves_to_the_divergence_and_rereads(
                 (5, b"new-5", 1),
             ]
             assert consumer.position(("t", 0)) == OffsetAndEpoch(6, 1)
+            assert consumer.counts.as_dict() == {
+                "records-consumed-total": 8,
+                "truncations-detected-total": 1,
+                "offset-resets-earliest-total": 1,
+            }
             await close(producer, writer, consumer, admin)
 
     with caplog.at_level("WARNING", logger="epochlog.client.consumer"):

@@ -46,6 +46,8 @@ def test_stable_group_expires_only_topics_it_no_longer_subscribes_to_from_commit
         assert await h.offsets.expire() == 1
         assert h.committed("g") == {("t", 0): 5}
         assert h.store.tombstones() == [OffsetKey("g", "old", 0)]
+        # What epochlog_group_offsets_expired reports.
+        assert h.offsets.expired == 1
 
     asyncio.run(scenario())
 

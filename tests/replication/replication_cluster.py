@@ -17,6 +17,7 @@ from typing import Any
 
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.producer import ProduceRequest
+from prometheus_client import CollectorRegistry
 
 from epochlog.broker.handlers import (
     Handler,
@@ -28,6 +29,7 @@ from epochlog.broker.handlers import (
 from epochlog.broker.server import ConnectionLoop, RequestChannel
 from epochlog.client.connection import BrokerConnection
 from epochlog.metadata.model import PartitionState
+from epochlog.metrics.requests import RequestMetrics
 from epochlog.protocol.records import build_batch, iter_records
 from epochlog.replication.replica_manager import ReplicaManager
 from epochlog.replication.settings import ReplicationSettings
@@ -97,7 +99,10 @@ class Node:
             self.cluster.propose_isr,
         )
         self._connections = ConnectionLoop(
-            RequestChannel(HANDLERS, self), self.seams.clock, 1 << 30, 600
+            RequestChannel(HANDLERS, self, self.seams.clock, RequestMetrics(CollectorRegistry())),
+            self.seams.clock,
+            1 << 30,
+            600,
         )
         self._server = await self.seams.network.serve(
             "127.0.0.1",

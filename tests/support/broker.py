@@ -42,6 +42,13 @@ def epochlog_command() -> list[str]:
     return [str(script)]
 
 
+def run_epochlog(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``epochlog ARGS...`` as typed in a shell; its exit code and output."""
+    return subprocess.run(
+        [*epochlog_command(), *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
 def require_binary(name: str, package: str | None = None) -> str:
     """Path of a real tool the tests drive; fails (never skips) when it is absent."""
     path = shutil.which(name)

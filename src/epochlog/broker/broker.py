@@ -9,10 +9,13 @@ import logging
 import os
 import uuid
 
+from prometheus_client import CollectorRegistry
+
 from epochlog.broker.cluster_link import ClusterLink
 from epochlog.broker.config import BrokerConfig
 from epochlog.broker.handlers import HANDLERS
 from epochlog.broker.metadata_cache import MetadataCache
+from epochlog.broker.metrics import BrokerCollector
 from epochlog.broker.server import ConnectionLoop, RequestChannel
 from epochlog.controller.controller import Controller, ControllerSettings
 from epochlog.coordinator.coordinator import GroupCoordinator
@@ -20,6 +23,8 @@ from epochlog.coordinator.hashing import OFFSETS_TOPIC
 from epochlog.coordinator.settings import CoordinatorSettings
 from epochlog.metadata.model import BrokerEndpoint, PartitionState, TopicMetadata, topic_name_error
 from epochlog.metastore import Metastore, open_metastore
+from epochlog.metrics.endpoint import MetricsEndpoint
+from epochlog.metrics.requests import RequestMetrics
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.replication.replica_manager import ReplicaManager
 from epochlog.replication.settings import ReplicationSettings
@@ -126,7 +131,12 @@ class Broker:
         self.cluster: ClusterLink | None = None
         self.controller: Controller | None = None
         self._servers: dict[str, Server] = {}
-        self.request_channel = RequestChannel(HANDLERS, self)
+        # Each broker has a registry of its own: several run in one process in tests
+        # and in the simulator.
+        self.metrics_registry = CollectorRegistry()
+        self.request_channel = RequestChannel(
+            HANDLERS, self, seams.clock, RequestMetrics(self.metrics_registry)
+        )
         self._joined = asyncio.Event()
         self._connections = ConnectionLoop(
             self.request_channel,
@@ -136,6 +146,18 @@ class Broker:
             ready=self._joined,
             queued_max_request_bytes=config["queued.max.request.bytes"],
         )
+        self.metrics_registry.register(
+            BrokerCollector(
+                self.replica_manager,
+                self.coordinator,
+                self.metadata_cache,
+                lambda: self.cluster,
+                lambda: self.controller,
+                lambda: len(self._connections.open_connections),
+            )
+        )
+        self.metrics_endpoint = MetricsEndpoint(self.metrics_registry, seams.network, seams.clock)
+        self.metrics_port: int | None = None
         self._stop = asyncio.Event()
         self._background: asyncio.Task[None] | None = None
 
@@ -258,6 +280,17 @@ class Broker:
                 ),
                 self._listener_tls.get(listener.name),
             )
+        metrics_listener = self.config.metrics_listener
+        if metrics_listener is not None:
+            self.metrics_port = await self.metrics_endpoint.start(
+                metrics_listener.host, metrics_listener.port
+            )
+            log.info(
+                "broker %d serves metrics on http://%s:%d/metrics",
+                self.broker_id,
+                metrics_listener.host,
+                self.metrics_port,
+            )
         advertised = tuple(
             (a.name, a.host, a.port or self._servers[a.name].port) for a in listeners.advertised
         )
@@ -302,6 +335,7 @@ class Broker:
         await self.replica_manager.stop()
         for server in self._servers.values():
             server.close()
+        self.metrics_endpoint.close()
         for conn in list(self._connections.open_connections):
             conn.close()
         if self.controller is not None:

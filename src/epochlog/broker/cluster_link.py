@@ -59,6 +59,8 @@ class ClusterLink:
         self._endpoint: BrokerEndpoint | None = None
         self._topic_watches: dict[str, object] = {}
         self._max_controller_epoch = 0
+        # Topic states refused for an older controller epoch (a deposed controller's).
+        self.stale_states_refused = 0
         self._next_producer_id = 0
         self._producer_id_limit = 0
         self._state_changed = asyncio.Event()
@@ -209,6 +211,7 @@ class ClusterLink:
                 node.controller_epoch,
                 self._max_controller_epoch,
             )
+            self.stale_states_refused += 1
             return
         self._max_controller_epoch = node.controller_epoch
         known = self.cache.topic(name)

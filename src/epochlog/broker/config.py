@@ -6,7 +6,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from epochlog.security.authorizer import check_class_name, parse_super_users
-from epochlog.security.listeners import Listeners, split_security_settings
+from epochlog.security.listeners import (
+    Listener,
+    Listeners,
+    parse_endpoint,
+    split_security_settings,
+)
 from epochlog.security.principal import PrincipalMapper
 from epochlog.settings.broker import BROKER
 from epochlog.settings.registry import SettingError, Settings
@@ -49,6 +54,7 @@ class BrokerConfig:
             listener.name: PrincipalMapper.parse(*self.listener_setting(listener.name, RULES))
             for listener in self.listeners.served
         }
+        self.metrics_listener  # noqa: B018 - parses and so validates the setting
         self.authorizer_enabled = check_class_name(settings["authorizer.class.name"])
         self.super_users = parse_super_users(settings["super.users"])
 
@@ -86,6 +92,17 @@ class BrokerConfig:
     def log_dirs(self) -> list[str]:
         dirs = self.settings["log.dirs"] or self.settings["log.dir"]
         return [d.strip() for d in dirs.split(",") if d.strip()]
+
+    @property
+    def metrics_listener(self) -> Listener | None:
+        """Where Prometheus scrapes ``/metrics``; None when not served."""
+        spec = self.settings["metrics.listener"]
+        if not spec:
+            return None
+        name, host, port = parse_endpoint("metrics.listener", spec)
+        if name != "HTTP":
+            raise SettingError("metrics.listener", f"expected http://HOST:PORT, got {spec!r}")
+        return Listener(name, host, port)
 
     @property
     def rack(self) -> str | None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from epochlog.protocol.errors import ErrorCode, KafkaError
@@ -15,9 +15,11 @@ log = logging.getLogger("epochlog.server")
 @dataclass
 class RawResponse:
     """A body encoded by its handler: bytes, and file ranges (``file``, ``position``,
-    ``size``) that are sent without copying."""
+    ``size``) that are sent without copying; and the error codes it carries (the
+    request metrics count them)."""
 
     parts: list[Part]
+    error_codes: list[int] = field(default_factory=list)
 
     @property
     def size(self) -> int:

@@ -11,6 +11,7 @@ from typing import Any
 from epochlog.broker.handlers import Handler
 from epochlog.broker.handlers.api_versions import unsupported_version_answer
 from epochlog.broker.responses import RawResponse
+from epochlog.metrics.requests import RequestMetrics
 from epochlog.protocol.apis import (
     ApiKey,
     ApiSpec,
@@ -20,6 +21,7 @@ from epochlog.protocol.apis import (
     encode_response_header,
     peek_header,
 )
+from epochlog.protocol.error_codes import error_codes
 from epochlog.protocol.errors import KafkaError
 from epochlog.seams import Clock, Connection
 from epochlog.security.listeners import Listener
@@ -34,11 +36,16 @@ class ProtocolViolation(Exception):
 
 
 class RequestChannel:
-    """Decodes one frame, runs its handler, and sends what it answers."""
+    """Decodes one frame, runs its handler, and sends what it answers; counts each
+    answered request (``metrics.requests``) once it is written."""
 
-    def __init__(self, handlers: dict[int, Handler], context: Any) -> None:
+    def __init__(
+        self, handlers: dict[int, Handler], context: Any, clock: Clock, metrics: RequestMetrics
+    ) -> None:
         self._handlers = handlers
         self._context = context
+        self._clock = clock
+        self.metrics = metrics
 
     @property
     def apis(self) -> list[ApiSpec]:
@@ -46,6 +53,7 @@ class RequestChannel:
         return [self._handlers[key].api for key in sorted(self._handlers)]
 
     async def handle(self, frame: bytes, conn: Connection, session: Session) -> None:
+        started = self._clock.monotonic()
         api_key, version, correlation_id = _peek(frame)
         handler = self._handlers.get(api_key)
         if handler is None:
@@ -63,13 +71,25 @@ class RequestChannel:
             raise ProtocolViolation(f"malformed {spec.name} v{version}: {exc!r}") from exc
         response = await handler.handle(self._context, body, version, request, session)
         if response is None:
-            return
-        if isinstance(response, RawResponse):
+            errors: list[int] = []
+        elif isinstance(response, RawResponse):
             flexible = spec.is_flexible(version)
             header = encode_response_header(correlation_id, flexible)
             await _send_raw(conn, header, response)
+            errors = response.error_codes
         else:
             conn.writelines(encode_response(spec, version, correlation_id, response))
+            errors = list(error_codes(response, version))
+        elapsed_ms = (self._clock.monotonic() - started) * 1000
+        self.metrics.answered(spec.name, version, elapsed_ms, errors, _kind_of(api_key, body))
+
+
+def _kind_of(api_key: int, body: Any) -> str | None:
+    """Kafka's second name for a Fetch in its request metrics: a consumer's and a
+    follower's fetches take very different times."""
+    if api_key != ApiKey.FETCH:
+        return None
+    return "FetchFollower" if body.replica_id >= 0 else "FetchConsumer"
 
 
 def _peek(frame: bytes) -> tuple[int, int, int]:

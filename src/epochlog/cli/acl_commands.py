@@ -1,14 +1,12 @@
 """``epochlog acls add|list|remove``: kafka-acls.sh's options in spirit, through the
-admin client's CreateAcls, DescribeAcls and DeleteAcls. A broker whose listener needs
-TLS is reached with ``--command-config`` (client properties, as kafka-acls.sh's)."""
+admin client's CreateAcls, DescribeAcls and DeleteAcls, with the operator commands'
+client settings (``--bootstrap-server``, ``--command-config`` for TLS)."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable
-from pathlib import Path
+from collections.abc import Iterable, Mapping
 
-from epochlog.broker.config import parse_properties
 from epochlog.client.admin import AsyncAdmin
 from epochlog.seams.real import real_seams
 from epochlog.security.acls import (
@@ -25,12 +23,8 @@ from epochlog.security.acls import (
 )
 
 
-def add_arguments(parser: argparse.ArgumentParser, default_bootstrap: str) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", choices=["add", "list", "remove"])
-    parser.add_argument("--bootstrap-server", default=default_bootstrap)
-    parser.add_argument(
-        "--command-config", help="client properties (security.protocol, ssl.*) for the admin"
-    )
     parser.add_argument("--allow-principal", action="append", default=[], metavar="User:NAME")
     parser.add_argument("--deny-principal", action="append", default=[], metavar="User:NAME")
     parser.add_argument("--allow-host", action="append", default=[], metavar="HOST")
@@ -141,16 +135,9 @@ def format_bindings(bindings: Iterable[AclBinding]) -> str:
     return "\n".join(lines)
 
 
-def _admin(args: argparse.Namespace) -> AsyncAdmin:
-    config: dict[str, object] = {"bootstrap.servers": args.bootstrap_server}
-    if args.command_config:
-        config.update(parse_properties(Path(args.command_config).read_text()))
-    return AsyncAdmin(config, real_seams())
-
-
-async def run(args: argparse.Namespace) -> str:
-    """One ``epochlog acls`` action; what it prints."""
-    admin = _admin(args)
+async def run(client: Mapping[str, str], args: argparse.Namespace) -> str:
+    """One ``epochlog acls`` action with these client settings; what it prints."""
+    admin = AsyncAdmin(dict(client), real_seams())
     try:
         if args.action == "add":
             added = bindings_to_add(args)

@@ -1,9 +1,11 @@
-"""``epochlog topics ...`` and ``epochlog status``: the cluster seen through the Kafka
-protocol, the way any operator tool would see it."""
+"""``epochlog topics ...``, ``groups ...``, ``status`` and ``transactions ...``: the
+cluster seen through the Kafka protocol, the way any operator tool would see it. Each
+takes the client settings (``bootstrap.servers`` and, from ``--command-config``, the
+security ones) and prints a table, or JSON with ``--json``."""
 
 from __future__ import annotations
 
-import json
+from collections.abc import Mapping
 from typing import Any
 
 from epochlog.client.admin import (
@@ -13,27 +15,53 @@ from epochlog.client.admin import (
     AsyncAdmin,
     ClusterInfo,
 )
+from epochlog.client.errors import TopicPartition
 from epochlog.protocol.errors import KafkaError
 from epochlog.seams.real import real_seams
+from epochlog.tools.terminal import as_json, progress, table
+
+Client = Mapping[str, str]
+
+# How long `topics create` waits for every new partition to have a leader.
+LEADERS_WAIT_S = 60.0
 
 
-def _admin(bootstrap: str) -> AsyncAdmin:
-    return AsyncAdmin({"bootstrap.servers": bootstrap}, real_seams())
+def _admin(client: Client) -> AsyncAdmin:
+    return AsyncAdmin(dict(client), real_seams())
 
 
 async def topics_create(
-    bootstrap: str, name: str, partitions: int, replication_factor: int, configs: dict[str, str]
+    client: Client, name: str, partitions: int, replication_factor: int, configs: dict[str, str]
 ) -> str:
-    admin = _admin(bootstrap)
+    """Create the topic and wait until each of its partitions has a leader (a bar shows
+    how many do), so that the command's end means the topic is usable."""
+    admin = _admin(client)
     try:
         topic_id = await admin.create_topic(name, partitions, replication_factor, configs)
+        cluster = await admin.describe_cluster([name])
+        count = len(cluster.topics[name].partitions) if name in cluster.topics else partitions
+        with progress(f"leaders of {name}", max(count, 1)) as advance:
+            led = await _wait_for_leaders(admin, name, advance)
     finally:
         await admin.close()
-    return f"created topic {name} (id {topic_id})"
+    return f"created topic {name} (id {topic_id}), {led} partitions with a leader"
 
 
-async def topics_alter(bootstrap: str, name: str, configs: dict[str, str]) -> str:
-    admin = _admin(bootstrap)
+async def _wait_for_leaders(admin: AsyncAdmin, name: str, advance: Any) -> int:
+    led = 0
+    for _ in range(int(LEADERS_WAIT_S / 0.1)):
+        topic = (await admin.describe_cluster([name])).topics.get(name)
+        if topic is not None and not topic.error:
+            led = sum(1 for p in topic.partitions if p.leader >= 0)
+            advance(completed=led)
+            if topic.partitions and led == len(topic.partitions):
+                return led
+        await real_seams().clock.sleep(0.1)
+    raise RuntimeError(f"{name}: only {led} partitions had a leader after {LEADERS_WAIT_S:g}s")
+
+
+async def topics_alter(client: Client, name: str, configs: dict[str, str]) -> str:
+    admin = _admin(client)
     try:
         await admin.alter_topic_configs(name, configs)
     finally:
@@ -41,8 +69,8 @@ async def topics_alter(bootstrap: str, name: str, configs: dict[str, str]) -> st
     return f"altered topic {name}: " + " ".join(f"{k}={v}" for k, v in configs.items())
 
 
-async def topics_delete(bootstrap: str, name: str) -> str:
-    admin = _admin(bootstrap)
+async def topics_delete(client: Client, name: str) -> str:
+    admin = _admin(client)
     try:
         await admin.delete_topic(name)
     finally:
@@ -50,8 +78,8 @@ async def topics_delete(bootstrap: str, name: str) -> str:
     return f"deleted topic {name}"
 
 
-async def topics_list(bootstrap: str) -> str:
-    admin = _admin(bootstrap)
+async def topics_list(client: Client) -> str:
+    admin = _admin(client)
     try:
         cluster = await admin.describe_cluster()
     finally:
@@ -59,30 +87,59 @@ async def topics_list(bootstrap: str) -> str:
     return "\n".join(sorted(n for n in cluster.topics if not n.startswith("__")))
 
 
-async def topics_describe(bootstrap: str, names: list[str] | None) -> str:
-    admin = _admin(bootstrap)
+async def topics_describe(client: Client, names: list[str] | None, json_out: bool) -> str:
+    """Each topic (ID, partition count, replication, the configs operators look for
+    first) and each partition (leader, leader epoch, replicas, ISR, offline)."""
+    admin = _admin(client)
+    described: list[dict[str, Any]] = []
     try:
         cluster = await admin.describe_cluster(names)
-        lines = []
         for topic in sorted(cluster.topics.values(), key=lambda t: t.name):
             if topic.error:
-                lines.append(f"{topic.name}: {topic.error}")
+                described.append({"topic": topic.name, "error": topic.error})
                 continue
             configs = await admin.describe_topic_configs(topic.name)
-            overrides = {k: configs[k] for k in ("cleanup.policy", "min.insync.replicas")}
-            lines.append(
-                f"{topic.name}  id={topic.topic_id}  partitions={len(topic.partitions)}"
-                f"  replication={len(topic.partitions[0].replicas) if topic.partitions else 0}"
-                f"  {' '.join(f'{k}={v}' for k, v in overrides.items())}"
+            described.append(
+                {
+                    "topic": topic.name,
+                    "topic_id": str(topic.topic_id),
+                    "partitions": [
+                        {
+                            "partition": p.partition,
+                            "leader": p.leader,
+                            "leader_epoch": p.leader_epoch,
+                            "replicas": p.replicas,
+                            "isr": p.isr,
+                            "offline_replicas": p.offline_replicas,
+                        }
+                        for p in topic.partitions
+                    ],
+                    "configs": {k: configs[k] for k in ("cleanup.policy", "min.insync.replicas")},
+                }
             )
-            for p in topic.partitions:
-                lines.append(
-                    f"  partition {p.partition}: leader={p.leader} epoch={p.leader_epoch}"
-                    f" replicas={p.replicas} isr={p.isr} offline={p.offline_replicas}"
-                )
     finally:
         await admin.close()
-    return "\n".join(lines)
+    if json_out:
+        return as_json(described)
+    return "\n\n".join(_topic_table(t) for t in described)
+
+
+def _topic_table(topic: dict[str, Any]) -> str:
+    if "error" in topic:
+        return f"{topic['topic']}: {topic['error']}"
+    partitions = topic["partitions"]
+    title = (
+        f"{topic['topic']}  id={topic['topic_id']}  partitions={len(partitions)}"
+        f"  replication={len(partitions[0]['replicas']) if partitions else 0}  "
+        + "  ".join(f"{k}={v}" for k, v in topic["configs"].items())
+    )
+    columns = ["PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "OFFLINE"]
+    rows = [
+        [p["partition"], p["leader"], p["leader_epoch"], p["replicas"], p["isr"]]
+        + [p["offline_replicas"]]
+        for p in partitions
+    ]
+    return title + "\n" + table(columns, rows)
 
 
 async def _replica_offsets(admin: AsyncAdmin, broker: int, topic: str, partition: int) -> Any:
@@ -94,10 +151,10 @@ async def _replica_offsets(admin: AsyncAdmin, broker: int, topic: str, partition
         return {"error": str(exc)}
 
 
-async def cluster_status(bootstrap: str) -> dict[str, Any]:
+async def cluster_status(client: Client) -> dict[str, Any]:
     """Per partition: leader, epoch, replicas, ISR, offline replicas, high watermark,
     and each replica's log end and log start."""
-    admin = _admin(bootstrap)
+    admin = _admin(client)
     try:
         cluster: ClusterInfo = await admin.describe_cluster()
         status: dict[str, Any] = {
@@ -135,28 +192,123 @@ async def cluster_status(bootstrap: str) -> dict[str, Any]:
     return status
 
 
-def format_status(status: dict[str, Any], as_json: bool) -> str:
-    if as_json:
-        return json.dumps(status, indent=2)
-    lines = [
+def format_status(status: dict[str, Any], json_out: bool) -> str:
+    if json_out:
+        return as_json(status)
+    head = (
         f"cluster {status['cluster_id']}  controller={status['controller']}"
         f"  brokers={','.join(f'{b}@{a}' for b, a in status['brokers'].items())}"
-    ]
+    )
+    columns = ["TOPIC", "PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "OFFLINE", "HW"]
+    rows = []
     for p in status["partitions"]:
         logs = " ".join(
             f"{r}:[{v.get('log_start', '?')},{v.get('log_end', '?')})"
             for r, v in p["replica_logs"].items()
         )
-        lines.append(
-            f"{p['topic']}-{p['partition']}: leader={p['leader']} epoch={p['leader_epoch']}"
-            f" replicas={p['replicas']} isr={p['isr']} offline={p['offline_replicas']}"
-            f" hw={p.get('high_watermark', '-')} logs {logs}"
+        rows.append(
+            [p["topic"], p["partition"], p["leader"], p["leader_epoch"], p["replicas"], p["isr"]]
+            + [p["offline_replicas"], p.get("high_watermark"), logs]
         )
-    return "\n".join(lines)
+    return head + "\n" + table([*columns, "REPLICA LOGS [start,end)"], rows)
 
 
-async def transactions_list(bootstrap: str) -> str:
-    admin = _admin(bootstrap)
+async def groups_list(client: Client, json_out: bool) -> str:
+    admin = _admin(client)
+    try:
+        found = sorted(await admin.list_groups(), key=lambda g: g.group_id)
+    finally:
+        await admin.close()
+    if json_out:
+        return as_json(
+            [{"group": g.group_id, "state": g.state, "type": g.protocol_type} for g in found]
+        )
+    return table(
+        ["GROUP", "STATE", "TYPE"], [[g.group_id, g.state, g.protocol_type] for g in found]
+    )
+
+
+async def groups_describe(client: Client, group: str, json_out: bool) -> str:
+    """A group's state and members, and per partition its committed offset WITH the
+    leader epoch it was committed with (KIP-320), the log end and the lag."""
+    admin = _admin(client)
+    try:
+        description = (await admin.describe_groups([group]))[group]
+        committed = await admin.list_consumer_group_offsets(group)
+        ends = await _log_ends(admin, sorted(committed))
+    finally:
+        await admin.close()
+    owners = {tp: m.member_id for m in description.members for tp in m.assignment}
+    offsets = []
+    for tp, at in sorted(committed.items()):
+        end = ends.get(tp)
+        offsets.append(
+            {
+                "topic": tp.topic,
+                "partition": tp.partition,
+                "committed_offset": at.offset,
+                "committed_leader_epoch": at.leader_epoch,
+                "log_end_offset": end,
+                "lag": None if end is None else max(0, end - at.offset),
+                "member": owners.get(tp),
+            }
+        )
+    report = {
+        "group": group,
+        "state": description.state,
+        "protocol": description.protocol,
+        "error": description.error,
+        "members": [
+            {
+                "member_id": m.member_id,
+                "client_id": m.client_id,
+                "host": m.client_host,
+                "assignment": [f"{tp.topic}-{tp.partition}" for tp in m.assignment],
+            }
+            for m in description.members
+        ],
+        "offsets": offsets,
+    }
+    if json_out:
+        return as_json(report)
+    head = f"group {group}  state={description.state}  protocol={description.protocol or '-'}"
+    if description.error:
+        head += f"  error={description.error}"
+    members = table(
+        ["MEMBER", "CLIENT", "HOST", "ASSIGNMENT"],
+        [[m["member_id"], m["client_id"], m["host"], m["assignment"]] for m in report["members"]],
+    )
+    columns = ["TOPIC", "PARTITION", "COMMITTED", "EPOCH", "LOG END", "LAG", "MEMBER"]
+    rows = [[*o.values()] for o in offsets]
+    return "\n".join([head, members, table(columns, rows)])
+
+
+async def _log_ends(
+    admin: AsyncAdmin, partitions: list[TopicPartition]
+) -> dict[TopicPartition, int]:
+    """Each partition's log end (its high watermark) from its leader; left out if the
+    leader cannot say."""
+    topics = sorted({tp.topic for tp in partitions})
+    cluster = await admin.describe_cluster(topics) if topics else None
+    ends: dict[TopicPartition, int] = {}
+    for tp in partitions:
+        topic = cluster.topics.get(tp.topic) if cluster else None
+        leader = (
+            next((p.leader for p in topic.partitions if p.partition == tp.partition), -1)
+            if topic
+            else -1
+        )
+        if leader < 0:
+            continue
+        try:
+            ends[tp], _ = await admin.list_offset(leader, tp.topic, tp.partition, LATEST)
+        except (KafkaError, OSError):
+            continue
+    return ends
+
+
+async def transactions_list(client: Client) -> str:
+    admin = _admin(client)
     try:
         found = await admin.list_transactions()
     finally:
@@ -168,8 +320,8 @@ async def transactions_list(bootstrap: str) -> str:
     return "\n".join(lines)
 
 
-async def transactions_describe(bootstrap: str, transactional_id: str) -> str:
-    admin = _admin(bootstrap)
+async def transactions_describe(client: Client, transactional_id: str) -> str:
+    admin = _admin(client)
     try:
         t = await admin.describe_transaction(transactional_id)
     finally:
@@ -182,8 +334,8 @@ async def transactions_describe(bootstrap: str, transactional_id: str) -> str:
     )
 
 
-async def transactions_describe_producers(bootstrap: str, topic: str, partition: int) -> str:
-    admin = _admin(bootstrap)
+async def transactions_describe_producers(client: Client, topic: str, partition: int) -> str:
+    admin = _admin(client)
     try:
         producers = await admin.describe_producers(topic, partition)
     finally:

@@ -3,6 +3,7 @@
 epochlog broker ...        run one broker
 epochlog up --brokers N    run a local cluster of N broker processes on loopback
 epochlog topics ...        create, delete, list and describe topics
+epochlog groups ...        list and describe consumer groups (offsets with epochs, lag)
 epochlog status            leaders, epochs, ISR, high watermarks, replica logs
 epochlog quarantine ...    list, show and replay what truncations kept aside
 epochlog acls ...          add, list and remove ACLs (kafka-acls.sh's options)
@@ -104,7 +105,9 @@ def _cmd_up(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"epochlog up: {exc}", file=sys.stderr)
         return 2
-    cluster = LocalCluster(os.path.abspath(args.data_dir), args.brokers, args.port, settings)
+    cluster = LocalCluster(
+        os.path.abspath(args.data_dir), args.brokers, args.port, settings, args.metrics_port
+    )
     return run_local_cluster(cluster)
 
 
@@ -124,11 +127,23 @@ def _run(work: Callable[[], Awaitable[str] | str]) -> int:
     return 0
 
 
+def _client(args: argparse.Namespace) -> dict[str, str]:
+    """The client settings of an operator command: ``--bootstrap-server`` and whatever
+    ``--command-config`` holds (security.protocol, ssl.*, as kafka-*.sh take them)."""
+    settings: dict[str, str] = {}
+    if args.command_config:
+        with open(args.command_config, encoding="utf-8") as f:
+            settings.update(parse_properties(f.read()))
+    settings["bootstrap.servers"] = args.bootstrap_server
+    return settings
+
+
 def _cmd_topics(args: argparse.Namespace) -> int:
+    client = _client(args)
     if args.action == "create":
         return _run(
             lambda: admin_commands.topics_create(
-                args.bootstrap_server,
+                client,
                 args.topic,
                 args.partitions,
                 args.replication_factor,
@@ -136,25 +151,30 @@ def _cmd_topics(args: argparse.Namespace) -> int:
             )
         )
     if args.action == "delete":
-        return _run(lambda: admin_commands.topics_delete(args.bootstrap_server, args.topic))
+        return _run(lambda: admin_commands.topics_delete(client, args.topic))
     if args.action == "alter":
         return _run(
-            lambda: admin_commands.topics_alter(
-                args.bootstrap_server, args.topic, dict(args.config or [])
-            )
+            lambda: admin_commands.topics_alter(client, args.topic, dict(args.config or []))
         )
     if args.action == "list":
-        return _run(lambda: admin_commands.topics_list(args.bootstrap_server))
+        return _run(lambda: admin_commands.topics_list(client))
     names = [args.topic] if args.topic else None
-    return _run(lambda: admin_commands.topics_describe(args.bootstrap_server, names))
+    return _run(lambda: admin_commands.topics_describe(client, names, args.json))
 
 
-async def _status(bootstrap: str, as_json: bool) -> str:
-    return admin_commands.format_status(await admin_commands.cluster_status(bootstrap), as_json)
+def _cmd_groups(args: argparse.Namespace) -> int:
+    client = _client(args)
+    if args.action == "list":
+        return _run(lambda: admin_commands.groups_list(client, args.json))
+    return _run(lambda: admin_commands.groups_describe(client, args.group, args.json))
+
+
+async def _status(client: dict[str, str], json_out: bool) -> str:
+    return admin_commands.format_status(await admin_commands.cluster_status(client), json_out)
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    return _run(lambda: _status(args.bootstrap_server, args.json))
+    return _run(lambda: _status(_client(args), args.json))
 
 
 def _cmd_quarantine(args: argparse.Namespace) -> int:
@@ -162,32 +182,40 @@ def _cmd_quarantine(args: argparse.Namespace) -> int:
         return _run(lambda: quarantine.format_entries(quarantine.entries(args.log_dirs.split(","))))
     if args.action == "show":
         return _run(lambda: quarantine.show(args.file))
-    return _run(
-        lambda: quarantine.replay(args.file, args.bootstrap_server, args.topic, args.partition)
-    )
+    return _run(lambda: quarantine.replay(args.file, _client(args), args.topic, args.partition))
 
 
 def _cmd_transactions(args: argparse.Namespace) -> int:
-    bootstrap = args.bootstrap_server
+    client = _client(args)
     if args.action == "list":
-        return _run(lambda: admin_commands.transactions_list(bootstrap))
+        return _run(lambda: admin_commands.transactions_list(client))
     if args.action == "describe":
         if not args.transactional_id:
             print("epochlog: transactions describe needs a transactional id", file=sys.stderr)
             return 2
-        return _run(lambda: admin_commands.transactions_describe(bootstrap, args.transactional_id))
+        return _run(lambda: admin_commands.transactions_describe(client, args.transactional_id))
     if not args.topic:
         print("epochlog: transactions describe-producers needs --topic", file=sys.stderr)
         return 2
     return _run(
-        lambda: admin_commands.transactions_describe_producers(
-            bootstrap, args.topic, args.partition
-        )
+        lambda: admin_commands.transactions_describe_producers(client, args.topic, args.partition)
     )
 
 
+def _add_client_arguments(parser: argparse.ArgumentParser, json_out: bool = True) -> None:
+    parser.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP)
+    parser.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="client settings (security.protocol, ssl.*), a properties file as kafka-*.sh take",
+    )
+    if json_out:
+        parser.add_argument("--json", action="store_true", help="JSON instead of tables")
+
+
 def _cmd_acls(args: argparse.Namespace) -> int:
-    return _run(lambda: acl_commands.run(args))
+    client = _client(args)
+    return _run(lambda: acl_commands.run(client, args))
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -229,28 +257,36 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--brokers", type=int, default=3)
     up.add_argument("--data-dir", default="var/epochlog")
     up.add_argument("--port", type=int, default=9092, help="first broker's port")
+    up.add_argument(
+        "--metrics-port", type=int, default=0, help="first broker's /metrics port (0: none)"
+    )
     up.add_argument("--set", action="append", type=_key_value, metavar="KEY=VALUE")
     up.set_defaults(func=_cmd_up)
 
     topics = sub.add_parser("topics", help="create, alter, delete, list or describe topics")
     topics.add_argument("action", choices=["create", "alter", "delete", "list", "describe"])
     topics.add_argument("topic", nargs="?")
-    topics.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP)
+    _add_client_arguments(topics)
     topics.add_argument("--partitions", type=int, default=-1)
     topics.add_argument("--replication-factor", type=int, default=-1)
     topics.add_argument("--config", action="append", type=_key_value, metavar="KEY=VALUE")
     topics.set_defaults(func=_cmd_topics)
 
+    groups = sub.add_parser("groups", help="list and describe consumer groups")
+    groups.add_argument("action", choices=["list", "describe"])
+    groups.add_argument("group", nargs="?")
+    _add_client_arguments(groups)
+    groups.set_defaults(func=_cmd_groups)
+
     status = sub.add_parser("status", help="per-partition leadership and offsets")
-    status.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP)
-    status.add_argument("--json", action="store_true")
+    _add_client_arguments(status)
     status.set_defaults(func=_cmd_status)
 
     kept = sub.add_parser("quarantine", help="what truncations kept aside")
     kept.add_argument("action", choices=["list", "show", "replay"])
     kept.add_argument("file", nargs="?", help="a quarantine .log file (show, replay)")
     kept.add_argument("--log-dirs", default="var/epochlog/broker-0")
-    kept.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP)
+    _add_client_arguments(kept, json_out=False)
     kept.add_argument("--topic")
     kept.add_argument("--partition", type=int, default=0)
     kept.set_defaults(func=_cmd_quarantine)
@@ -258,13 +294,14 @@ def build_parser() -> argparse.ArgumentParser:
     txn = sub.add_parser("transactions", help="list and describe transactions and producers")
     txn.add_argument("action", choices=["list", "describe", "describe-producers"])
     txn.add_argument("transactional_id", nargs="?")
-    txn.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP)
+    _add_client_arguments(txn, json_out=False)
     txn.add_argument("--topic")
     txn.add_argument("--partition", type=int, default=0)
     txn.set_defaults(func=_cmd_transactions)
 
     acls = sub.add_parser("acls", help="add, list and remove ACLs")
-    acl_commands.add_arguments(acls, DEFAULT_BOOTSTRAP)
+    acl_commands.add_arguments(acls)
+    _add_client_arguments(acls, json_out=False)
     acls.set_defaults(func=_cmd_acls)
 
     reference_cmd = sub.add_parser(
@@ -287,6 +324,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "topics" and args.action in ("create", "alter", "delete") and not args.topic:
         parser.error(f"topics {args.action} needs a topic name")
+    if args.command == "groups" and args.action == "describe" and not args.group:
+        parser.error("groups describe needs a group")
     if args.command == "quarantine" and args.action != "list" and not args.file:
         parser.error(f"quarantine {args.action} needs a file")
     if args.command == "quarantine" and args.action == "replay" and not args.topic:

@@ -98,6 +98,12 @@ PRODUCER = Registry(
         ),
         Setting("max.request.size", _BYTES, 1048576, "Largest Produce request."),
         Setting(
+            "queue.buffering.max.messages",
+            integer(1, long=False),
+            100000,
+            "Records the sync Producer holds unanswered before produce() raises BufferError.",
+        ),
+        Setting(
             "transactional.id",
             TEXT,
             None,

@@ -13,8 +13,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 import pyarrow as pa
-from kafka.protocol.consumer import FetchRequest, OffsetForLeaderEpochRequest
+from kafka.protocol.consumer import FetchRequest
 
+from epochlog.client.client_metrics import ConsumerCounts
 from epochlog.client.config import consumer_config
 from epochlog.client.errors import (
     ConfigError,
@@ -41,6 +42,7 @@ from epochlog.client.lookup import (
     OffsetAndTimestamp,
     list_offsets,
     list_offsets_request,
+    offsets_for_leader_epoch_request,
 )
 from epochlog.client.metadata import Cluster, backoff_seconds
 from epochlog.client.positions import (
@@ -75,9 +77,7 @@ LEADERSHIP_ERRORS = {
 # Answers that mean "not yet": the broker is behind our metadata, or KIP-207's hold.
 RETRY_LATER = {ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.OFFSET_NOT_AVAILABLE}
 
-
 R = TypeVar("R", ConsumerRecords, pa.RecordBatch)
-# One partition's fetched record batches with the offset they were fetched from.
 # A partition's answer: the offset it was fetched from, its batches, and under
 # read_committed the aborted transactions of the range.
 FetchedAt = tuple[TopicPartition, int, bytes, "list[tuple[int, int]] | None"]
@@ -105,6 +105,7 @@ class AsyncConsumer:
             c["request.timeout.ms"],
         )
         self._positions: dict[TopicPartition, PartitionPosition] = {}
+        self.counts = ConsumerCounts(self._policy.value)  # metrics(): Consumer in sync.py
         self._refresh_needed = True
         self._refreshed_at = float("-inf")
         self._retries = 0
@@ -122,7 +123,8 @@ class AsyncConsumer:
     def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
         """Read exactly these partitions; new ones start by the reset policy."""
         wanted = [TopicPartition(*p) for p in partitions]
-        self._positions = {tp: self._positions.get(tp) or PartitionPosition() for tp in wanted}
+        old, counts = self._positions, self.counts
+        self._positions = {tp: old.get(tp) or PartitionPosition(counts=counts) for tp in wanted}
         self._refresh_needed = True
 
     def assignment(self) -> list[TopicPartition]:
@@ -177,6 +179,7 @@ class AsyncConsumer:
             remaining_ms = max(0, int((deadline - self._clock.monotonic()) * 1000))
             result = decode(await self._fetch(remaining_ms))
             if len(result):
+                self.counts.records_consumed += len(result)
                 self._retries = 0
                 self._send_next_fetch()
             # Under a millisecond left counts as none: the fetch cannot wait that long,
@@ -296,26 +299,9 @@ class AsyncConsumer:
         )
 
     async def _validate_on(self, leader: int, tps: list[TopicPartition]) -> None:
-        topic_cls = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
-        by_topic: dict[str, list[TopicPartition]] = {}
-        for tp in tps:
-            by_topic.setdefault(tp.topic, []).append(tp)
-        request = OffsetForLeaderEpochRequest(
-            replica_id=CONSUMER_REPLICA_ID,
-            topics=[
-                topic_cls(
-                    topic=topic,
-                    partitions=[
-                        topic_cls.OffsetForLeaderPartition(
-                            partition=tp.partition,
-                            current_leader_epoch=self._positions[tp].current_leader_epoch,
-                            leader_epoch=self._positions[tp].offset_epoch,
-                        )
-                        for tp in group
-                    ],
-                )
-                for topic, group in by_topic.items()
-            ],
+        positions = self._positions
+        request = offsets_for_leader_epoch_request(
+            {tp: (positions[tp].current_leader_epoch, positions[tp].offset_epoch) for tp in tps}
         )
         response = await self._request(leader, request, OFFSET_FOR_LEADER_EPOCH_VERSION)
         if response is None:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kafka.protocol.consumer import ListOffsetsRequest
+from kafka.protocol.consumer import ListOffsetsRequest, OffsetForLeaderEpochRequest
 
 from epochlog.client.errors import KafkaClientError, TopicPartition
 from epochlog.client.metadata import Cluster, backoff_seconds
@@ -104,6 +104,33 @@ async def list_offsets(
         await clock.sleep(backoff_seconds(attempt, *backoff))
         attempt += 1
     return out
+
+
+def offsets_for_leader_epoch_request(epochs: Mapping[TopicPartition, tuple[int, int]]) -> Any:
+    """A consumer's OffsetsForLeaderEpoch (KIP-320): per partition (the leader epoch it
+    knows, to be fenced with; the epoch of the record before its position, whose end
+    offset it asks for)."""
+    topic_cls = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
+    by_topic: dict[str, list[TopicPartition]] = {}
+    for tp in epochs:
+        by_topic.setdefault(tp.topic, []).append(tp)
+    return OffsetForLeaderEpochRequest(
+        replica_id=CONSUMER_REPLICA_ID,
+        topics=[
+            topic_cls(
+                topic=topic,
+                partitions=[
+                    topic_cls.OffsetForLeaderPartition(
+                        partition=tp.partition,
+                        current_leader_epoch=epochs[tp][0],
+                        leader_epoch=epochs[tp][1],
+                    )
+                    for tp in group
+                ],
+            )
+            for topic, group in by_topic.items()
+        ],
+    )
 
 
 def list_offsets_request(

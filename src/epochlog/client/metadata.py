@@ -180,8 +180,13 @@ class Cluster:
         retry_backoff_ms: int = 100,
         retry_backoff_max_ms: int = 1000,
         request_timeout_ms: int = 30000,
+        *,
+        auto_create_topics: bool = False,
     ) -> None:
         self.network = network
+        # Metadata's allow_auto_topic_creation: a producer's asks the broker to create a
+        # missing topic (its auto.create.topics.enable decides), as Kafka's producers do.
+        self._auto_create_topics = auto_create_topics
         self.clock = clock
         self.cache = MetadataCache()
         self._bootstrap = bootstrap
@@ -239,7 +244,7 @@ class Cluster:
             topics=None
             if topics is None
             else [MetadataRequest.MetadataRequestTopic(name=t, topic_id=None) for t in topics],
-            allow_auto_topic_creation=False,
+            allow_auto_topic_creation=self._auto_create_topics,
             include_topic_authorized_operations=False,
         )
         errors = []

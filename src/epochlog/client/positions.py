@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from epochlog.client.client_metrics import ConsumerCounts
 from epochlog.protocol.divergence import Divergence, find_divergence
 
 NO_EPOCH = -1
@@ -114,6 +115,8 @@ class PartitionPosition:
     # Set when validating because the fetch offset was above the log end.
     out_of_range_high: bool = False
     consumed_epochs: list[tuple[int, int | None]] = field(default_factory=list)
+    # The consumer's counts (truncations found, resets made), shared by its positions.
+    counts: ConsumerCounts = field(default_factory=ConsumerCounts)
 
     @property
     def current_leader_epoch(self) -> int:
@@ -190,6 +193,7 @@ class PartitionPosition:
         if not found.truncated:
             self.phase = Phase.FETCHING
             return None
+        self.counts.truncations_detected += 1
         if policy is ResetPolicy.NONE:
             self.phase = Phase.FAILED
             self.cause = (
@@ -208,6 +212,7 @@ class PartitionPosition:
         self.offset_epoch = found.epoch
         self.consumed_epochs = [] if found.epoch is None else [(found.epoch, None)]
         self.phase = Phase.FETCHING
+        self.counts.offset_resets += 1
         return Move(old, found.offset, f"log truncated, divergence at {found.offset}")
 
     def out_of_range(self, log_start: int, log_end: int, policy: ResetPolicy) -> None:
@@ -223,6 +228,7 @@ class PartitionPosition:
             return
         else:
             self.cause = ResetCause.TRUNCATION_UNKNOWN
+            self.counts.truncations_detected += 1
         self.phase = Phase.FAILED if policy is ResetPolicy.NONE else Phase.AWAIT_RESET
 
     def plan_reset(self, policy: ResetPolicy) -> ResetPlan:
@@ -235,6 +241,7 @@ class PartitionPosition:
         self.offset_epoch = None
         self.consumed_epochs = []
         self.phase = Phase.FETCHING
+        self.counts.offset_resets += 1
         return Move(old, offset, f"{self.cause.value}: reset to the {target.value}")
 
     def consumed(self, next_offset: int, epoch: int, timestamp: int, first_offset: int) -> None:

@@ -1,15 +1,57 @@
 """A producer's open and in-flight batches, and what callers get back: RecordMetadata
 per record, SendManyResult per ``send_many`` call (one future for many records, metadata
-built only when asked for). Apart from producer.py so it stays readable."""
+built only when asked for), and how records are sized against ``max.request.size``.
+Apart from producer.py so it stays readable."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import overload
+from typing import Any, overload
 
-from epochlog.client.errors import TopicPartition
+from epochlog.client.errors import DeliveryError, TopicPartition
+from epochlog.protocol.errors import ErrorCode
+from epochlog.seams import Clock
+
+# Per-record overhead beyond key, value and headers, for sizing batches.
+RECORD_OVERHEAD = 20
+# A record batch's header (v2), counted against max.request.size with its records.
+BATCH_OVERHEAD = 61
+
+
+class RecordTooLargeError(DeliveryError):
+    """A record that cannot fit in one request: Kafka's MESSAGE_TOO_LARGE, raised by
+    ``send`` and naming the setting to raise."""
+
+    def __init__(self, tp: TopicPartition, size: int, limit: int) -> None:
+        super().__init__(
+            tp,
+            f"the record is {size} bytes when serialized, larger than max.request.size ({limit})",
+            ErrorCode.MESSAGE_TOO_LARGE,
+        )
+
+
+def check_sizes(
+    topic: str,
+    values: Sequence[bytes | None],
+    keys: Sequence[bytes | None] | None,
+    headers: Sequence[Iterable[tuple[str, bytes | None]] | None] | None,
+    max_request_size: int,
+) -> None:
+    """Refuse the first record of a ``send_many`` that cannot fit in one request."""
+    limit = max_request_size - BATCH_OVERHEAD
+    for i, value in enumerate(values):
+        size = RECORD_OVERHEAD + len(value or b"")
+        if keys is not None:
+            size += len(keys[i] or b"")
+        if headers is not None and headers[i]:
+            size += sum(len(k.encode()) + len(v or b"") for k, v in headers[i] or ())
+        if size > limit:
+            raise RecordTooLargeError(
+                TopicPartition(topic, -1), size + BATCH_OVERHEAD, max_request_size
+            )
 
 
 @dataclass(frozen=True)
@@ -112,3 +154,76 @@ class SendManyResult(Sequence[RecordMetadata]):
         self._pending -= 1
         if not self.future.done():
             self.future.set_exception(error)
+
+
+def fill_batches(
+    result: SendManyResult,
+    queues: dict[TopicPartition, deque[_Batch]],
+    topic: str,
+    values: Sequence[bytes | None],
+    keys: Sequence[bytes | None] | None,
+    fixed: int | None,
+    chosen: Sequence[int | None] | None,
+    headers: Sequence[Iterable[tuple[str, bytes | None]] | None] | None,
+    timestamps: Sequence[int | None] | None,
+    count: int,
+    pick: Callable[[str, bytes | None, int], int],
+    clock: Clock,
+    room: int,
+) -> None:
+    """``send_many``'s records appended to their partitions' open batches (new ones
+    when full, ``room`` bytes each), with what is looked up per record hoisted out of
+    the loop: ``fixed`` is one partition for all, ``chosen`` one per record, neither
+    means ``pick`` by key. ``result`` learns each record's batch and index."""
+    batches, indexes = result._batches, result._indexes
+    now = clock.time_ms()
+    monotonic = clock.monotonic
+    no_headers: list[tuple[str, bytes | None]] = []
+    # partition -> [queue, open batch]
+    state: dict[int, list[Any]] = {}
+    key: bytes | None = None
+    hdrs = no_headers
+    timestamp = now
+    p = fixed
+    for i, value in enumerate(values):
+        if keys is not None:
+            key = keys[i]
+        if chosen is not None:
+            p = chosen[i]
+        if p is None or fixed is None and chosen is None:
+            p = pick(topic, key, count)
+        size = RECORD_OVERHEAD + (len(value) if value else 0) + (len(key) if key else 0)
+        if headers is not None:
+            given = headers[i]
+            if given:
+                hdrs = [(k, v) for k, v in given]
+                size += sum(len(k.encode()) + len(v or b"") for k, v in hdrs)
+            else:
+                hdrs = no_headers
+        if timestamps is not None:
+            timestamp = timestamps[i]
+            if timestamp is None:
+                timestamp = now
+        st = state.get(p)
+        if st is None:
+            tp = TopicPartition(topic, p)
+            queue = queues.get(tp)
+            if queue is None:
+                queue = queues[tp] = deque()
+            batch = queue[-1] if queue and queue[-1].payload is None else None
+            if batch is not None:
+                batch.bulks.append(result)
+                result._pending += 1
+            st = state[p] = [queue, batch]
+        batch = st[1]
+        if batch is None or (batch.records and batch.size + size > room):
+            batch = _Batch(TopicPartition(topic, p), monotonic())
+            st[0].append(batch)
+            st[1] = batch
+            batch.bulks.append(result)
+            result._pending += 1
+        records = batch.records
+        records.append((key, value, hdrs, timestamp))
+        batch.size += size
+        batches.append(batch)
+        indexes.append(len(records) - 1)

@@ -3,7 +3,8 @@ acks 0/1/all, idempotence by default (one producer id, a sequence per partition:
 producer_id.py, which also renews the id when a sequence is lost) and retries that keep
 order: a partition has at most one batch in flight, and a failed batch is sent again,
 with the same sequence, before any later one. A record larger than
-``max.request.size`` is refused when sent."""
+``max.request.size`` is refused when sent; one for a topic not in the metadata yet
+waits apart (awaiting_metadata.py) and never holds up the records behind it."""
 
 from __future__ import annotations
 
@@ -16,12 +17,23 @@ from typing import Any
 
 from kafka.protocol.producer import ProduceRequest
 
+from epochlog.client.awaiting_metadata import RecordsAwaitingMetadata
+from epochlog.client.client_metrics import ProducerCounts
 from epochlog.client.config import producer_config
 from epochlog.client.errors import DeliveryError, TopicPartition
 from epochlog.client.metadata import Cluster, backoff_seconds
 from epochlog.client.partitioner import Partitioner
-from epochlog.client.produce_batch import RecordMetadata, SendManyResult, _Batch
-from epochlog.client.producer_id import ProducerIds
+from epochlog.client.produce_batch import (
+    BATCH_OVERHEAD,
+    RECORD_OVERHEAD,
+    RecordMetadata,
+    RecordTooLargeError,
+    SendManyResult,
+    _Batch,
+    check_sizes,
+    fill_batches,
+)
+from epochlog.client.producer_id import FIRST_PRODUCER_ID, ProducerIds
 from epochlog.client.security import client_network
 from epochlog.client.transactions import TransactionalApi, TransactionManager
 from epochlog.protocol.errors import ErrorCode
@@ -33,10 +45,6 @@ from epochlog.seams.waiting import wait_event, with_timeout
 log = logging.getLogger("epochlog.client.producer")
 
 PRODUCE_VERSION = 9
-# Per-record overhead beyond key, value and headers, for sizing batches.
-RECORD_OVERHEAD = 20
-# A record batch's header (v2), counted against max.request.size with its records.
-BATCH_OVERHEAD = 61
 # The leader lost what it acknowledged of our sequences (an unclean truncation).
 SEQUENCE_ERRORS = {ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.UNKNOWN_PRODUCER_ID}
 RETRIABLE = {
@@ -57,18 +65,6 @@ METADATA_ERRORS = RETRIABLE - {ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_ENOUGH
 Headers = Iterable[tuple[str, bytes | None]]
 
 
-class RecordTooLargeError(DeliveryError):
-    """A record that cannot fit in one request: Kafka's MESSAGE_TOO_LARGE, raised by
-    ``send`` and naming the setting to raise."""
-
-    def __init__(self, tp: TopicPartition, size: int, limit: int) -> None:
-        super().__init__(
-            tp,
-            f"the record is {size} bytes when serialized, larger than max.request.size ({limit})",
-            ErrorCode.MESSAGE_TOO_LARGE,
-        )
-
-
 class AsyncProducer(TransactionalApi):
     """Kafka's producer on asyncio. ``await send(...)`` enqueues a record and returns a
     future of its RecordMetadata; ``flush()`` waits until all are answered."""
@@ -86,12 +82,14 @@ class AsyncProducer(TransactionalApi):
             c["retry.backoff.ms"],
             c["retry.backoff.max.ms"],
             c["request.timeout.ms"],
+            auto_create_topics=True,  # the broker's auto.create.topics.enable decides
         )
         self._partitioner = Partitioner(c["partitioner"], self._seams.random)
         self._queues: dict[TopicPartition, deque[_Batch]] = {}
         # Per topic, by partition: (its TopicPartition, its queue), for send()'s hot path.
         self._slots: dict[str, list[tuple[TopicPartition, deque[_Batch]] | None]] = {}
         self._in_flight: set[TopicPartition] = set()
+        self._awaiting = RecordsAwaitingMetadata()
         self._producer_ids = ProducerIds(self._cluster, self._clock, c, RETRIABLE)
         self._txn = (
             TransactionManager(self._cluster, self._clock, c, self._producer_ids)
@@ -111,13 +109,16 @@ class AsyncProducer(TransactionalApi):
         self._batch_size: int = c["batch.size"]
         self._max_request_size: int = c["max.request.size"]
         self._batch_room = min(self._batch_size, self._max_request_size - BATCH_OVERHEAD)
+        self.counts = ProducerCounts()  # metrics(): Producer in sync.py
 
     async def _start(self) -> None:
         if self._sender is None:
             if self._txn is not None:
                 self._txn.check_send()
             elif self.config["enable.idempotence"]:
-                await self._producer_ids.init()
+                # Asked by the sender before it seals anything: send() never waits for
+                # it, and records expire by delivery.timeout.ms if no broker answers.
+                self._producer_ids.renewal = FIRST_PRODUCER_ID
             self._sender = asyncio.get_running_loop().create_task(self._run())
 
     async def partitions_for(self, topic: str) -> int:
@@ -145,14 +146,47 @@ class AsyncProducer(TransactionalApi):
         if self._sender is not None and not self._enqueue_lock.locked():
             # Started, metadata known, nobody waiting ahead: append without suspending.
             count = self._cluster.cache.partition_count(topic)
-            if count is not None:
+            if count is not None and topic not in self._awaiting:
                 return self._append(topic, value, key, partition, headers, timestamp, count)
         async with self._enqueue_lock:
             if self._closed:
                 raise RuntimeError("producer is closed")
             await self._start()
-            count = await self.partitions_for(topic)
+            count = self._cluster.cache.partition_count(topic)
+            if count is None or topic in self._awaiting:
+                # Placed by the sender once the topic's metadata comes: never waited for
+                # here, so that the records behind it are not held up.
+                check_sizes(topic, [value], [key], [headers], self._max_request_size)
+                self._refresh_needed = True
+                self._idle.clear()
+                self._wake.set()
+                now = self._clock.monotonic()
+                return self._awaiting.hold(topic, value, key, partition, headers, timestamp, now)
             return self._append(topic, value, key, partition, headers, timestamp, count)
+
+    def append_now(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        partition: int | None,
+        headers: Headers | None,
+        timestamp: int | None,
+        waiter: Any,
+    ) -> bool:
+        """``send`` without a coroutine or a future of its own, for a caller on the
+        loop that brings its waiter (``done``/``set_result``/``set_exception``, as the
+        sync Producer's DeliveryFuture has): only when nothing needs waiting for (the
+        sender started, the topic known, nobody queued ahead). False: call ``send``."""
+        if self._txn is not None:
+            self._txn.check_send()
+        if self._sender is None or self._enqueue_lock.locked() or topic in self._awaiting:
+            return False
+        count = self._cluster.cache.partition_count(topic)
+        if count is None:
+            return False
+        self._append(topic, value, key, partition, headers, timestamp, count, waiter)
+        return True
 
     def _append(
         self,
@@ -163,13 +197,17 @@ class AsyncProducer(TransactionalApi):
         headers: Headers | None,
         timestamp: int | None,
         count: int,
-    ) -> asyncio.Future[RecordMetadata]:
+        waiter: Any = None,
+    ) -> Any:
+        """Add a record to its batch; its waiter (by default a new asyncio future) is
+        answered with the record's metadata or error."""
         if self._closed:
             raise RuntimeError("producer is closed")
-        future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+        if waiter is None:
+            waiter = asyncio.get_running_loop().create_future()
         batch, index = self._add(topic, value, key, partition, headers, timestamp, count)
-        batch.waiters.append((index, future))
-        return future
+        batch.waiters.append((index, waiter))
+        return waiter
 
     def _add(
         self,
@@ -249,16 +287,16 @@ class AsyncProducer(TransactionalApi):
                 raise RecordTooLargeError(
                     tp, biggest + RECORD_OVERHEAD + BATCH_OVERHEAD, self._max_request_size
                 )
-        if self._sender is None or self._enqueue_lock.locked():
+        count = self._cluster.cache.partition_count(topic)
+        if self._sender is None or self._enqueue_lock.locked() or count is None:
             async with self._enqueue_lock:
                 if self._closed:
                     raise RuntimeError("producer is closed")
                 await self._start()
                 count = await self.partitions_for(topic)
-                return self._add_many(topic, values, keys, partition, headers, timestamps, count)
-        count = self._cluster.cache.partition_count(topic)
-        if count is None:
-            count = await self.partitions_for(topic)
+        if topic in self._awaiting:
+            # Records sent before these go first.
+            self._awaiting.place(self._cluster.cache.partition_count, self._add)
         return self._add_many(topic, values, keys, partition, headers, timestamps, count)
 
     def _add_many(
@@ -281,88 +319,29 @@ class AsyncProducer(TransactionalApi):
             if p is not None and not 0 <= p < count:
                 raise ValueError(f"partition {p} of {topic}, which has {count}")
         if keys is not None or headers is not None:
-            self._check_sizes(topic, values, keys, headers)
+            check_sizes(topic, values, keys, headers, self._max_request_size)
         result = SendManyResult(asyncio.get_running_loop().create_future())
         if not values:
             result.future.set_result(result)
             return result
-        batches, indexes = result._batches, result._indexes
-        pick = self._partitioner.partition
-        now = self._clock.time_ms()
-        monotonic = self._clock.monotonic
-        room = self._batch_room
-        queues = self._queues
-        no_headers: list[tuple[str, bytes | None]] = []
-        # partition -> [queue, open batch]
-        state: dict[int, list[Any]] = {}
-        key: bytes | None = None
-        hdrs = no_headers
-        timestamp = now
-        p = fixed
-        for i, value in enumerate(values):
-            if keys is not None:
-                key = keys[i]
-            if chosen is not None:
-                p = chosen[i]
-            if p is None or fixed is None and chosen is None:
-                p = pick(topic, key, count)
-            size = RECORD_OVERHEAD + (len(value) if value else 0) + (len(key) if key else 0)
-            if headers is not None:
-                given = headers[i]
-                if given:
-                    hdrs = [(k, v) for k, v in given]
-                    size += sum(len(k.encode()) + len(v or b"") for k, v in hdrs)
-                else:
-                    hdrs = no_headers
-            if timestamps is not None:
-                timestamp = timestamps[i]
-                if timestamp is None:
-                    timestamp = now
-            st = state.get(p)
-            if st is None:
-                tp = TopicPartition(topic, p)
-                queue = queues.get(tp)
-                if queue is None:
-                    queue = queues[tp] = deque()
-                batch = queue[-1] if queue and queue[-1].payload is None else None
-                if batch is not None:
-                    batch.bulks.append(result)
-                    result._pending += 1
-                st = state[p] = [queue, batch]
-            batch = st[1]
-            if batch is None or (batch.records and batch.size + size > room):
-                batch = _Batch(TopicPartition(topic, p), monotonic())
-                st[0].append(batch)
-                st[1] = batch
-                batch.bulks.append(result)
-                result._pending += 1
-            records = batch.records
-            records.append((key, value, hdrs, timestamp))
-            batch.size += size
-            batches.append(batch)
-            indexes.append(len(records) - 1)
+        fill_batches(
+            result,
+            self._queues,
+            topic,
+            values,
+            keys,
+            fixed,
+            chosen,
+            headers,
+            timestamps,
+            count,
+            self._partitioner.partition,
+            self._clock,
+            self._batch_room,
+        )
         self._idle.clear()
         self._wake.set()
         return result
-
-    def _check_sizes(
-        self,
-        topic: str,
-        values: Sequence[bytes | None],
-        keys: Sequence[bytes | None] | None,
-        headers: Sequence[Headers | None] | None,
-    ) -> None:
-        limit = self._max_request_size - BATCH_OVERHEAD
-        for i, value in enumerate(values):
-            size = RECORD_OVERHEAD + len(value or b"")
-            if keys is not None:
-                size += len(keys[i] or b"")
-            if headers is not None and headers[i]:
-                size += sum(len(k.encode()) + len(v or b"") for k, v in headers[i] or ())
-            if size > limit:
-                raise RecordTooLargeError(
-                    TopicPartition(topic, -1), size + BATCH_OVERHEAD, self._max_request_size
-                )
 
     async def send_and_wait(self, topic: str, value: bytes | None = None, **kw: Any) -> Any:
         return await (await self.send(topic, value, **kw))
@@ -391,6 +370,7 @@ class AsyncProducer(TransactionalApi):
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sender
         self._tasks.cancel()
+        self._awaiting.fail_all("producer closed")
         for queue in self._queues.values():
             for batch in queue:
                 batch.fail(DeliveryError(batch.tp, "producer closed"))
@@ -399,7 +379,11 @@ class AsyncProducer(TransactionalApi):
     # -- the sender ------------------------------------------------------------------
 
     def _pending(self) -> bool:
-        return any(self._queues.values()) or bool(self._in_flight)
+        return any(self._queues.values()) or bool(self._in_flight) or bool(self._awaiting)
+
+    def _check_idle(self) -> None:
+        if not self._pending():
+            self._idle.set()
 
     def _ready(self, now: float) -> tuple[dict[int, list[_Batch]], float | None]:
         """Batches to send now grouped by leader, and when the next one will be ready."""
@@ -429,10 +413,14 @@ class AsyncProducer(TransactionalApi):
         attempt = 0
         while True:
             if self._producer_ids.renewal is not None:
+                self._check_idle()  # a flush waits for records, not for the renewal
                 try:
-                    await self._producer_ids.renew()
+                    # Short tries, so that records expire on time while no broker answers.
+                    await self._producer_ids.renew(self.config["retry.backoff.max.ms"] / 1000)
                 except Exception as exc:  # keep the sender alive; retried after backoff
                     log.warning("InitProducerId failed: %s", exc)
+                    self._expire(self._clock.monotonic())
+                    self._check_idle()
                     await self._clock.sleep(
                         backoff_seconds(attempt, self.config["retry.backoff.ms"], 1000)
                     )
@@ -441,7 +429,8 @@ class AsyncProducer(TransactionalApi):
             if self._refresh_needed:
                 self._refresh_needed = False
                 try:
-                    await self._cluster.refresh({tp.topic for tp in self._queues})
+                    topics = {tp.topic for tp in self._queues} | {*self._awaiting}
+                    await self._cluster.refresh(topics)
                     attempt = 0
                 except Exception as exc:  # keep the sender alive; batches time out
                     log.warning("metadata refresh failed: %s", exc)
@@ -452,15 +441,22 @@ class AsyncProducer(TransactionalApi):
                     attempt += 1
             now = self._clock.monotonic()
             self._expire(now)
+            # Placed before batches are picked: they may go in this round.
+            waiting = bool(self._awaiting) and self._awaiting.place(
+                self._cluster.cache.partition_count, self._add
+            )
             by_leader, next_at = self._ready(now)
+            if waiting:
+                self._refresh_needed = True  # asked again after a backoff
+                retry_at = now + self.config["retry.backoff.ms"] / 1000
+                next_at = retry_at if next_at is None else min(next_at, retry_at)
             if self._txn is not None and by_leader:
                 by_leader = await self._added_to_transaction(by_leader)
             for leader, batches in by_leader.items():
                 for b in batches:
                     self._in_flight.add(b.tp)
                 self._tasks.spawn(self._send_to(leader, batches))
-            if not self._pending():
-                self._idle.set()
+            self._check_idle()
             self._wake.clear()
             wait = None if next_at is None else max(0.0, next_at - self._clock.monotonic())
             if wait is None:
@@ -470,6 +466,7 @@ class AsyncProducer(TransactionalApi):
 
     def _expire(self, now: float) -> None:
         timeout = self.config["delivery.timeout.ms"] / 1000
+        self.counts.records_failed += self._awaiting.expire(now, timeout)
         for tp, queue in self._queues.items():
             while queue and tp not in self._in_flight and now - queue[0].created > timeout:
                 self._fail(queue[0], DeliveryError(tp, f"not delivered within {timeout}s"))
@@ -559,12 +556,14 @@ class AsyncProducer(TransactionalApi):
                     self._retry_or_fail(b, reason, code)
                 else:
                     self._fail(b, DeliveryError(b.tp, (p.error_message or code.name), code))
+        self._check_idle()  # the sender may be busy renewing the producer id
         self._wake.set()
 
     def _fail(self, batch: _Batch, error: DeliveryError) -> None:
         """The head batch of its partition fails for good. If it was sealed with a
         sequence, the sequences after it would never be accepted: renew the id."""
         self._queues[batch.tp].popleft()
+        self.counts.records_failed += len(batch.records)
         batch.fail(error)
         if self._txn is not None:
             # Inside a transaction a lost record means the transaction must be aborted
@@ -577,6 +576,7 @@ class AsyncProducer(TransactionalApi):
 
     def _complete(self, batch: _Batch, base_offset: int, append_time: int = -1) -> None:
         self._queues[batch.tp].popleft()
+        self.counts.records_sent += len(batch.records)
         batch.complete(base_offset, append_time)
 
     def _retry_or_fail(self, batch: _Batch, reason: str, code: ErrorCode | None) -> None:

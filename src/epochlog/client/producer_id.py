@@ -37,6 +37,8 @@ INIT_RETRIABLE = {
     ErrorCode.CONCURRENT_TRANSACTIONS,
 }
 NO_PRODUCER = (-1, -1)
+# The ``renewal`` reason of a producer that has never had an id.
+FIRST_PRODUCER_ID = "first use"
 
 
 class ProducerIds:
@@ -60,11 +62,13 @@ class ProducerIds:
         self.renewal: str | None = None
         self._sequences: dict[TopicPartition, int] = {}
 
-    async def init(self) -> None:
+    async def init(self, within_s: float | None = None) -> None:
         """InitProducerId from any live broker: a broker just killed may still be listed
-        in metadata, so each is tried in turn, then again after a backoff, until
-        ``delivery.timeout.ms``."""
-        deadline = self._clock.monotonic() + self._config["delivery.timeout.ms"] / 1000
+        in metadata, so each is tried in turn, then again after a backoff, for
+        ``within_s`` (default ``delivery.timeout.ms``)."""
+        if within_s is None:
+            within_s = self._config["delivery.timeout.ms"] / 1000
+        deadline = self._clock.monotonic() + within_s
         request = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000)
         attempt = 0
         while True:
@@ -100,12 +104,15 @@ class ProducerIds:
             )
             attempt += 1
 
-    async def renew(self) -> None:
+    async def renew(self, within_s: float | None = None) -> None:
         """A new producer id with every sequence back at 0; sealed batches keep theirs."""
         reason, old = self.renewal, self.producer
-        await self.init()
+        await self.init(within_s)
         self.renewal = None
         self._sequences.clear()
+        if old == NO_PRODUCER:
+            log.info("producer id %d (epoch %d)", *self.producer)
+            return
         log.warning(
             "producer id %d (epoch %d) -> %d (epoch %d), sequences reset: %s",
             old[0],

@@ -5,6 +5,7 @@ real I/O and time (the real seams; a simulation drives the asyncio core directly
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
 import threading
@@ -18,11 +19,13 @@ import pyarrow as pa
 
 from epochlog.client.admin import AsyncAdmin
 from epochlog.client.consumer import AsyncConsumer, ConsumerRecords, OffsetAndEpoch
+from epochlog.client.delivery import Deliveries, DeliveryFuture
 from epochlog.client.errors import TopicPartition
 from epochlog.client.lookup import OffsetAndTimestamp
 from epochlog.client.producer import AsyncProducer, Headers, RecordMetadata, SendManyResult
 from epochlog.client.transactions import GroupMetadata, PreparedTransaction
 from epochlog.seams.real import real_seams
+from epochlog.seams.waiting import finished_within
 
 T = TypeVar("T")
 log = logging.getLogger("epochlog.client.sync")
@@ -94,8 +97,15 @@ class Producer(_SyncClient):
         self._drain_lock = threading.Lock()
         self._draining = False
         self._drain_task: asyncio.Task[None] | None = None
-        self._start("epochlog-producer", lambda: AsyncProducer(config, real_seams()))
+        self._seams = real_seams()
+        self._start("epochlog-producer", lambda: AsyncProducer(config, self._seams))
         self._producer: AsyncProducer = self._client
+        self._deliveries = Deliveries(self._producer.config["queue.buffering.max.messages"])
+
+    def metrics(self) -> dict[str, int]:
+        """Records acknowledged and failed (``client_metrics.py``), read without a call
+        into the producer's loop, so they answer even while a flush waits there."""
+        return self._producer.counts.as_dict()
 
     def produce(
         self,
@@ -106,12 +116,12 @@ class Producer(_SyncClient):
         headers: Headers | None = None,
         timestamp: int | None = None,
         on_delivery: DeliveryCallback | None = None,
-    ) -> Future[RecordMetadata]:
-        """Enqueue a record; the callback runs on the producer's thread when answered."""
-        done: Future[RecordMetadata] = Future()
-        self._hand_off(
-            _Handoff(topic, value, key, partition, headers, timestamp, on_delivery, done)
-        )
+    ) -> DeliveryFuture[RecordMetadata]:
+        """Enqueue a record; the callback runs on the producer's thread when answered,
+        exactly once (delivered or failed). BufferError if the queue is full."""
+        self._deliveries.take_room(1)
+        done: DeliveryFuture[RecordMetadata] = DeliveryFuture(self._deliveries, 1, on_delivery)
+        self._hand_off(_Handoff(topic, value, key, partition, headers, timestamp, done))
         return done
 
     def produce_batch(
@@ -122,12 +132,13 @@ class Producer(_SyncClient):
         partition: int | Sequence[int | None] | None = None,
         headers: Sequence[Headers | None] | None = None,
         timestamps: Sequence[int | None] | None = None,
-    ) -> Future[SendManyResult]:
+    ) -> DeliveryFuture[SendManyResult]:
         """Enqueue many records of one topic, in order with ``produce`` calls, through
         ``AsyncProducer.send_many``: one hand-off and one future for all of them. The
         future's result indexes each record's RecordMetadata; it fails with the first
         error (a refusal at send time means none was enqueued)."""
-        done: Future[SendManyResult] = Future()
+        self._deliveries.take_room(len(values))
+        done: DeliveryFuture[SendManyResult] = DeliveryFuture(self._deliveries, len(values))
         self._hand_off(_BatchHandoff(topic, values, keys, partition, headers, timestamps, done))
         return done
 
@@ -148,54 +159,66 @@ class Producer(_SyncClient):
         except Exception as exc:
             item.done.set_exception(exc)
             return
-
-        def settle(fut: asyncio.Future[SendManyResult]) -> None:
-            if fut.cancelled():
-                item.done.set_exception(asyncio.CancelledError())
-            elif fut.exception() is not None:
-                item.done.set_exception(fut.exception())  # type: ignore[arg-type]
-            else:
-                item.done.set_result(fut.result())
-
-        result.future.add_done_callback(settle)
+        result.future.add_done_callback(functools.partial(_answer, item.done))
 
     def _start_drain(self) -> None:
         self._drain_task = self._thread.loop.create_task(self._drain())
 
     async def _drain(self) -> None:
+        append_now = self._producer.append_now
         while True:
             while self._handoff:
                 item = self._handoff.popleft()
-                if type(item) is _Handoff:
-                    await self._send(item)
-                else:
+                if type(item) is not _Handoff:
                     await self._send_batch(item)
+                    continue
+                try:  # the record's future is its batch's waiter: no coroutine, no task
+                    if append_now(
+                        item.topic, item.value, item.key, item.partition, item.headers,
+                        item.timestamp, item.done,
+                    ):  # fmt: skip
+                        continue
+                except Exception as exc:  # refused at send time (max.request.size)
+                    item.done.set_exception(exc)
+                    continue
+                await self._send(item)
             with self._drain_lock:
                 if not self._handoff:  # checked under the lock produce() takes
                     self._draining = False
                     return
 
     async def _send(self, item: _Handoff) -> None:
+        """A record that must wait (the producer starting, its topic's metadata)."""
         try:  # a refusal at send time (max.request.size) reaches the callback too
             fut = await self._producer.send(
                 item.topic, item.value, item.key, item.partition, item.headers, item.timestamp
             )
         except Exception as exc:
-            item.settle(exc, None)
+            item.done.set_exception(exc)
             return
-        fut.add_done_callback(item.settle_from)
+        fut.add_done_callback(functools.partial(_answer, item.done))
 
     def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every record produced before the call is answered; False if
+        ``timeout`` seconds passed first (the rest stay queued, answered later)."""
+
         async def flush() -> bool:
-            if self._drain_task is not None:  # records handed over before this call
-                await asyncio.shield(self._drain_task)
-            return await self._producer.flush(timeout)
+            clock = self._seams.clock
+            deadline = None if timeout is None else clock.monotonic() + timeout
+            drain = self._drain_task  # records handed over before this call
+            if drain is not None and not drain.done():
+                if deadline is None:
+                    await asyncio.shield(drain)
+                elif not await finished_within(clock, drain, timeout or 0.0):
+                    return False
+            left = None if deadline is None else max(0.0, deadline - clock.monotonic())
+            return await self._producer.flush(left)
 
         return self._thread.run(flush())
 
     def close(self) -> None:
-        try:
-            self.flush()  # records still in the hand-off queue first
+        try:  # records still in the hand-off queue first; the rest fail as not delivered
+            self.flush(self._producer.config["delivery.timeout.ms"] / 1000)
         finally:
             super().close()
 
@@ -250,7 +273,7 @@ class _BatchHandoff:
     partition: int | Sequence[int | None] | None
     headers: Sequence[Headers | None] | None
     timestamps: Sequence[int | None] | None
-    done: Future[SendManyResult]
+    done: DeliveryFuture[SendManyResult]
 
 
 @dataclass(slots=True)
@@ -263,27 +286,17 @@ class _Handoff:
     partition: int | None
     headers: Headers | None
     timestamp: int | None
-    on_delivery: DeliveryCallback | None
-    done: Future[RecordMetadata]
+    done: DeliveryFuture[RecordMetadata]
 
-    def settle(self, error: BaseException | None, meta: RecordMetadata | None) -> None:
-        if self.on_delivery is not None:
-            try:
-                self.on_delivery(error, meta)
-            except Exception:  # a callback's bug must not stop other deliveries
-                log.exception("on_delivery callback failed")
-        if error is not None:
-            self.done.set_exception(error)
-        else:
-            self.done.set_result(meta)  # type: ignore[arg-type]
 
-    def settle_from(self, fut: asyncio.Future[RecordMetadata]) -> None:
-        if fut.cancelled():
-            self.settle(asyncio.CancelledError(), None)
-        elif fut.exception() is not None:
-            self.settle(fut.exception(), None)
-        else:
-            self.settle(None, fut.result())
+def _answer(done: DeliveryFuture[T], fut: asyncio.Future[T]) -> None:
+    """An asyncio answer passed on to the caller's thread's future."""
+    if fut.cancelled():
+        done.set_exception(asyncio.CancelledError())
+    elif fut.exception() is not None:
+        done.set_exception(fut.exception())  # type: ignore[arg-type]
+    else:
+        done.set_result(fut.result())
 
 
 class Admin(_SyncClient):
@@ -312,6 +325,11 @@ class Consumer(_SyncClient):
     def __init__(self, config: Mapping[str, object]) -> None:
         self._start("epochlog-consumer", lambda: AsyncConsumer(config, real_seams()))
         self._consumer: AsyncConsumer = self._client
+
+    def metrics(self) -> dict[str, int]:
+        """Records handed out, truncations detected, resets by ``auto.offset.reset``
+        (``client_metrics.py``), read without a call into the consumer's loop."""
+        return self._consumer.counts.as_dict()
 
     def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
         wanted = list(partitions)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from epochlog.controller import elections
 from epochlog.metadata import layout
 from epochlog.metadata.layout import IsrChangeRequest, TopicNode
+from epochlog.metadata.model import PartitionState
 from epochlog.metastore import (
     BadVersionError,
     Check,
@@ -71,6 +72,12 @@ class Controller:
         self._task: asyncio.Task[None] | None = None
         self._watches: list[object] = []
         self._stopped = False
+        # Leader elections this broker wrote as controller (Kafka's ControllerStats):
+        # how many, the milliseconds from the start of their pass to their write, and
+        # how many were unclean.
+        self.leader_elections = 0
+        self.leader_election_ms = 0.0
+        self.unclean_leader_elections = 0
 
     async def start(self) -> None:
         """Contend for control; the broker's ClusterLink has created the tree already."""
@@ -224,6 +231,7 @@ class Controller:
     async def _decide_topics(self, live: set[int], preferred_election: bool) -> set[str]:
         """Decide every topic's partitions for these live brokers and write what changed;
         returns the names of the topics that exist."""
+        started = self.clock.monotonic()
         shutting_down = {int(b) for b in await self.store.children(layout.CONTROLLED_SHUTDOWN)}
         requested = await self.store.exists(layout.PREFERRED_REPLICA_ELECTION)
         if requested is not None:
@@ -244,13 +252,18 @@ class Controller:
                 log.info("deleted topic %s", name)
                 continue
             node = TopicNode.decode(name, data)
-            changed = self._decide(node, live, shutting_down, preferred_election, isr_requests)
+            elected: list[PartitionState] = []
+            changed = self._decide(
+                node, live, shutting_down, preferred_election, isr_requests, elected
+            )
             ops: list = [Delete(f"{layout.ISR_CHANGE}/{seq}") for seq in isr_requests.pop(name, {})]
             if changed:
                 node.controller_epoch = self.epoch
                 ops.append(SetData(path, node.encode(), stat.version))
             if ops and not await self._fenced_write(ops):
                 self._wake.set()
+            elif elected:
+                self._count_elections(elected, started)
         for name in to_delete - names:
             await self._fenced_write([Delete(f"{layout.DELETE_TOPICS}/{name}")])
         # Proposals for topics that no longer exist are answered by their removal.
@@ -300,6 +313,12 @@ class Controller:
             requests.setdefault(request.topic, {})[seq] = request
         return requests
 
+    def _count_elections(self, elected: list[PartitionState], started: float) -> None:
+        elapsed_ms = (self.clock.monotonic() - started) * 1000
+        self.leader_elections += len(elected)
+        self.leader_election_ms += elapsed_ms * len(elected)
+        self.unclean_leader_elections += sum(1 for s in elected if s.elected_uncleanly)
+
     def _decide(
         self,
         node: TopicNode,
@@ -307,7 +326,10 @@ class Controller:
         shutting_down: set[int],
         preferred_election: bool,
         isr_requests: dict[str, dict[str, IsrChangeRequest]],
+        elected: list[PartitionState],
     ) -> bool:
+        """Change ``node``'s partitions as this cluster state asks; True if any changed.
+        Each new leader's state is added to ``elected``."""
         topic = node.topic
         unclean = (
             str(
@@ -363,6 +385,8 @@ class Controller:
                         " (unclean)" if new.elected_uncleanly else "",
                         new.isr,
                     )
+                    if new.leader >= 0:
+                        elected.append(new)
                 topic.partitions[index] = new
                 changed = True
         return changed

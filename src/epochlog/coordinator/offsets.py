@@ -53,6 +53,8 @@ NO_OFFSET = FetchedOffset(-1, -1, "")
 class OffsetManager:
     def __init__(self, registry: GroupRegistry) -> None:
         self.r = registry
+        # Committed offsets expired since the broker started (epochlog_group_offsets_expired).
+        self.expired = 0
 
     # -- OffsetCommit ------------------------------------------------------------------
 
@@ -313,6 +315,7 @@ class OffsetManager:
                 log.warning("group %s: expiring offsets failed: %s", group.group_id, code.name)
                 continue
             total += len(keys)
+            self.expired += len(keys)
             if keys:
                 log.info(
                     "group %s (%s): %d committed offsets expired",

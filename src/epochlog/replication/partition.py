@@ -98,6 +98,11 @@ class Partition:
         # NOT_LEADER_OR_FOLLOWER and asks to leave its ISR until its leadership ends.
         self.resigning = False
         self._transitioned = False
+        # This replica's truncations since the broker started (epochlog_log_truncations):
+        # how many, and the offsets and bytes they moved into quarantine.
+        self.truncations = 0
+        self.truncated_records = 0
+        self.truncated_bytes = 0
 
     def __repr__(self) -> str:
         return f"{self.topic}-{self.index}"
@@ -319,12 +324,21 @@ class Partition:
         """Cut the log at ``offset`` (what goes is kept in quarantine by the log)."""
         removed = self.log.truncate_to(offset, reason)
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
+        self._count_truncation(removed)
         return removed
 
     def truncate_fully_and_start_at(self, offset: int, reason: str) -> TruncatedRange | None:
         removed = self.log.truncate_fully_and_start_at(offset, reason)
         self.high_watermark = offset
+        self._count_truncation(removed)
         return removed
+
+    def _count_truncation(self, removed: TruncatedRange | None) -> None:
+        if removed is None:
+            return
+        self.truncations += 1
+        self.truncated_records += removed.last_offset - removed.first_offset + 1
+        self.truncated_bytes += removed.size
 
     def last_stable_offset(self) -> int:
         """What read_committed readers may see: below the high watermark and below the

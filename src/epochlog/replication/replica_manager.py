@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from epochlog.metadata.model import PartitionState
+from epochlog.metrics.topic_stats import BrokerTopicStats
 from epochlog.protocol.control import build_marker_batch
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.replication.fetcher import EndpointOf, ReplicaFetcherManager
@@ -75,6 +76,10 @@ class ReplicaManager:
         self._tasks = BackgroundTasks()
         self._isr_task: asyncio.Task[None] | None = None
         self.stopped = False
+        self.topic_stats = BrokerTopicStats()
+        # ISR changes the controller accepted (Kafka's IsrShrinksPerSec, IsrExpandsPerSec).
+        self.isr_shrinks = 0
+        self.isr_expands = 0
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -206,6 +211,9 @@ class ReplicaManager:
         if required_acks == ACKS_ALL:
             partition.check_enough_replicas()
         result = partition.append_as_leader(records, origin)
+        if not result.duplicate:
+            count = result.last_offset - result.base_offset + 1
+            self.topic_stats.appended(partition.topic, count, len(records))
         self._changed.fire()
         return result
 
@@ -318,8 +326,13 @@ class ReplicaManager:
             )
         if accepted is None:
             log.info("%s: controller refused ISR %s", partition, new_isr)
-        elif self._partitions.get((partition.topic, partition.index)) is partition:
-            self.apply_partition_state(partition, accepted)
+        else:
+            if len(new_isr) < len(state.isr):
+                self.isr_shrinks += 1
+            else:
+                self.isr_expands += 1
+            if self._partitions.get((partition.topic, partition.index)) is partition:
+                self.apply_partition_state(partition, accepted)
         self._changed.fire()
 
     def _on_damage(self, partition: Partition, cut: DamageCut) -> None:

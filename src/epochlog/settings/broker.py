@@ -57,6 +57,13 @@ _SERVER = _section(
     SERVER,
     [
         ("broker.id", integer(0, long=False), 0, "This broker's id in the cluster."),
+        (
+            "metrics.listener",
+            TEXT,
+            "",
+            "epochlog's own: where the broker serves Prometheus text at /metrics, "
+            "http://HOST:PORT (port 0: any free port); empty: not served.",
+        ),
         ("log.dirs", TEXT, "", "Comma-separated log directories (required)."),
         ("log.dir", TEXT, "", "The log directory when log.dirs is not set."),
         ("broker.rack", TEXT, "", "The broker's rack, reported in Metadata."),

@@ -26,6 +26,9 @@ class Quarantine:
         self.disk = disk
         self.clock = clock
         self.directory = f"{partition_dir}/{QUARANTINE_DIR}"
+        # Bytes held here (epochlog_quarantine_size_bytes): summed from the folder on
+        # first use, then kept up to date by ``keep``.
+        self._size: int | None = None
 
     def _free_stem(self, stem: str) -> str:
         candidate, n = stem, 0
@@ -58,7 +61,20 @@ class Quarantine:
             out.close()
         meta = dict(description, size=total, time_ms=self.clock.time_ms(), file=base + ".log")
         self.disk.write_atomic(base + ".json", json.dumps(meta, indent=2).encode())
+        if self._size is not None:
+            self._size += total
         return base + ".log"
+
+    def size_bytes(self) -> int:
+        """Bytes of every record kept in this partition's quarantine."""
+        if self._size is None:
+            names = self.disk.listdir(self.directory) if self.disk.exists(self.directory) else []
+            self._size = sum(
+                self.disk.file_size(f"{self.directory}/{name}")
+                for name in names
+                if name.endswith(".log")
+            )
+        return self._size
 
     def list(self) -> list[dict]:
         """Descriptions of everything quarantined in this partition, oldest name first."""

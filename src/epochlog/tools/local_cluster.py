@@ -8,7 +8,10 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+
+from epochlog.tools.terminal import progress
 
 UP_SESSION_TIMEOUT_MS = 6000
 
@@ -19,10 +22,18 @@ class LocalCluster:
     brokers: int
     base_port: int
     settings: dict[str, str]
+    # Broker N serves /metrics on this port + N; 0: not served.
+    metrics_base_port: int = 0
 
     @property
     def bootstrap(self) -> str:
         return ",".join(f"127.0.0.1:{self.base_port + i}" for i in range(self.brokers))
+
+    @property
+    def metrics_urls(self) -> list[str]:
+        if not self.metrics_base_port:
+            return []
+        return [f"http://127.0.0.1:{self.metrics_base_port + i}" for i in range(self.brokers)]
 
     @property
     def metastore(self) -> str:
@@ -35,6 +46,8 @@ class LocalCluster:
             "offsets.topic.replication.factor": str(min(3, self.brokers)),
             **self.settings,
         }
+        if self.metrics_base_port:
+            settings["metrics.listener"] = self.metrics_urls[broker_id]
         command = [
             sys.executable, "-m", "epochlog", "broker",
             "--broker-id", str(broker_id),
@@ -73,9 +86,12 @@ def wait_listening(port: int, process: subprocess.Popen, timeout_s: float) -> No
     raise RuntimeError(f"broker on port {port} did not start within {timeout_s:.0f} s")
 
 
-def wait_registered(cluster: LocalCluster, timeout_s: float) -> None:
+def wait_registered(
+    cluster: LocalCluster, timeout_s: float, advance: Callable[[], None] = lambda: None
+) -> None:
     """Until every broker sees all brokers registered and a controller: only then can a
-    topic with a replication factor up to the cluster size be created at once."""
+    topic with a replication factor up to the cluster size be created at once.
+    ``advance`` is called as each broker does."""
     from epochlog.client.sync import Admin
 
     deadline = time.monotonic() + timeout_s
@@ -87,6 +103,7 @@ def wait_registered(cluster: LocalCluster, timeout_s: float) -> None:
             info = admin.describe_cluster([])
             if len(info.brokers) >= cluster.brokers and info.controller_id >= 0:
                 pending.pop(0)
+                advance()
                 continue
         except (ConnectionError, OSError, TimeoutError):
             pass
@@ -115,15 +132,20 @@ def run_local_cluster(cluster: LocalCluster) -> int:
     try:
         for broker_id in range(cluster.brokers):
             processes.append(start_broker(cluster, broker_id))
-        for broker_id, process in enumerate(processes):
-            wait_listening(cluster.base_port + broker_id, process, 60)
-        wait_registered(cluster, 60)
+        # Listening, then seen by every broker with a controller: 2 steps per broker.
+        with progress(f"starting {cluster.brokers} brokers", 2 * cluster.brokers) as advance:
+            for broker_id, process in enumerate(processes):
+                wait_listening(cluster.base_port + broker_id, process, 60)
+                advance()
+            wait_registered(cluster, 60, advance)
         print(f"bootstrap.servers={cluster.bootstrap}", flush=True)
         print(
             f"{cluster.brokers} broker(s), metastore {cluster.metastore}, logs in"
             f" {cluster.data_dir}/broker-N.log; Ctrl-C stops them all",
             flush=True,
         )
+        if cluster.metrics_urls:
+            print("metrics: " + " ".join(f"{u}/metrics" for u in cluster.metrics_urls), flush=True)
         exited: set[int] = set()
         while not stopping:
             for broker_id, process in enumerate(processes):

@@ -1,23 +1,22 @@
 """``epochlog quarantine list|show|replay``: what truncations and recoveries kept aside.
 
 Run on a broker's host against its log directories; ``replay`` re-produces the kept
-records into a topic through any broker, as new records (new offsets, no producer id).
+records into a topic through its leader, as new records (new offsets).
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from typing import Any
 
-from kafka.protocol.producer import ProduceRequest
-
-from epochlog.client.config import parse_bootstrap
-from epochlog.client.connection import BrokerConnection
+from epochlog.client.producer import AsyncProducer
 from epochlog.protocol.batch import read_header
-from epochlog.protocol.records import build_batch, iter_records
-from epochlog.seams.real import OsDisk, RealClock, SocketNetwork
+from epochlog.protocol.records import iter_records
+from epochlog.seams.real import OsDisk, RealClock, real_seams
 from epochlog.storage.quarantine import QUARANTINE_DIR, Quarantine
+from epochlog.tools.terminal import progress
 
 
 def entries(log_dirs: list[str]) -> list[dict[str, Any]]:
@@ -76,36 +75,27 @@ def show(path: str) -> str:
     return "\n".join(lines)
 
 
-async def replay(path: str, bootstrap: str, topic: str, partition: int) -> str:
-    """Produce the kept records again (acks=all), keeping keys, values, headers and
-    timestamps; they get new offsets in the target partition."""
-    host, port = parse_bootstrap("bootstrap.servers", bootstrap)[0]
-    conn = await BrokerConnection.open(SocketNetwork(), host, port, "epochlog-quarantine")
+async def replay(path: str, client: Mapping[str, str], topic: str, partition: int) -> str:
+    """Produce the kept records again through the partition's leader (acks=all,
+    idempotent), keeping keys, values, headers and timestamps; they get new offsets.
+    A bar shows the records acknowledged so far."""
+    kept = [list(iter_records(batch)) for batch in batches(path)]
+    producer = AsyncProducer(dict(client), real_seams())
     count = 0
     try:
-        for batch in batches(path):
-            records = list(iter_records(batch))
-            fresh = build_batch(records)
-            request = ProduceRequest(
-                transactional_id=None,
-                acks=-1,
-                timeout_ms=30000,
-                topic_data=[
-                    ProduceRequest.TopicProduceData(
-                        name=topic,
-                        partition_data=[
-                            ProduceRequest.TopicProduceData.PartitionProduceData(
-                                index=partition, records=fresh
-                            )
-                        ],
-                    )
-                ],
-            )
-            response = await conn.send(request, 9)
-            answer = response.responses[0].partition_responses[0]
-            if answer.error_code:
-                raise RuntimeError(f"replay refused with error code {answer.error_code}")
-            count += len(records)
+        with progress(f"replay into {topic}-{partition}", sum(map(len, kept))) as advance:
+            for records in kept:
+                sent = await producer.send_many(
+                    topic,
+                    [r.value for r in records],
+                    keys=[r.key for r in records],
+                    partition=partition,
+                    headers=[r.headers for r in records],
+                    timestamps=[r.timestamp for r in records],
+                )
+                await sent.future
+                count += len(records)
+                advance(len(records))
     finally:
-        await conn.close()
+        await producer.close()
     return f"replayed {count} records into {topic}-{partition}"

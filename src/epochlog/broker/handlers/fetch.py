@@ -170,7 +170,8 @@ async def handle(
         # Incremental fetch sessions (KIP-227) are not offered: session id 0 in every
         # answer tells clients to keep sending full requests.
         return RawResponse(
-            encode_fetch_response(version, [], error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+            encode_fetch_response(version, [], error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND),
+            [ErrorCode.FETCH_SESSION_ID_NOT_FOUND],
         )
     clock = broker.seams.clock
     deadline = clock.monotonic() + max(0, request.max_wait_ms) / 1000
@@ -181,4 +182,13 @@ async def handle(
         if budget.total >= request.min_bytes or any_error or remaining <= 0 or stopping:
             break
         await broker.replica_manager.wait_for_data(remaining)
-    return RawResponse(encode_fetch_response(version, topics))
+    if request.replica_id < 0:
+        stats = broker.replica_manager.topic_stats
+        for topic in topics:
+            for p in topic.partitions:
+                if p.records:
+                    stats.fetched(topic.name, p.records_size)
+    # Kafka counts the answer's top-level error (v7+) with each partition's.
+    codes = [ErrorCode.NONE] if version >= 7 else []
+    codes += [p.error_code for topic in topics for p in topic.partitions]
+    return RawResponse(encode_fetch_response(version, topics), codes)
