@@ -146,10 +146,10 @@ def test_the_inter_broker_listener_defaults_to_plaintext_as_kafka(tmp_path: Path
             "advertised.listeners: SSL is not in listeners",
         ),
         (
-            {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"},
-            "authorizer.class.name: authorization (ACLs) is not supported yet",
+            {"authorizer.class.name": "com.example.MyAuthorizer"},
+            "authorizer.class.name: 'com.example.MyAuthorizer' is not an authorizer this broker",
         ),
-        ({"super.users": "User:admin"}, "super.users: authorization (ACLs) is not supported"),
+        ({"super.users": "User:admin;admin"}, "super.users: 'admin' is not of the form User:name"),
         ({"ssl.keystore.type": "JKS"}, "ssl.keystore.type: 'JKS' is not one of PEM"),
         ({"ssl.enabled.protocols": "TLSv1.1"}, "ssl.enabled.protocols: 'TLSv1.1' is not one of"),
         ({"ssl.client.auth": "maybe"}, "ssl.client.auth: 'maybe' is not one of"),

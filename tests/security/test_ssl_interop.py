@@ -186,7 +186,10 @@ def test_aiokafka_produces_and_consumes_over_ssl(
             "ssl.keystore.location: listener SASL_SSL is SSL and needs a keystore",
         ),
         ({"sasl.enabled.mechanisms": "GSSAPI"}, "sasl.enabled.mechanisms: GSSAPI is not supported"),
-        ({"authorizer.class.name": "AclAuthorizer"}, "authorizer.class.name: authorization"),
+        (
+            {"authorizer.class.name": "AclAuthorizer"},
+            "authorizer.class.name: 'AclAuthorizer' is not an authorizer this broker has",
+        ),
         (
             {"listeners": "SSL://127.0.0.1:0", "inter.broker.listener.name": "SSL"},
             "ssl.keystore.location: listener SSL is SSL and needs a keystore",

@@ -89,7 +89,41 @@ def make_certs(folder: Path) -> Certs:
     )
 
 
-def ssl_listener_settings(certs: Certs, client_auth: str = "required") -> dict[str, str]:
+@dataclass(frozen=True)
+class UserCerts:
+    """A CA, a broker keystore (CN=broker, also its client certificate towards other
+    brokers) and one client certificate per user (CN=<user>,OU=tests,O=epochlog)."""
+
+    ca: Path
+    server: Path
+    users: dict[str, tuple[Path, Path]]  # user -> (certificate, key)
+
+
+# ssl.principal.mapping.rules that turn CN=<name>,... into User:<name>.
+CN_RULES = "RULE:^CN=([^,]+),.*$/$1/,DEFAULT"
+
+
+def make_user_certs(folder: Path, *users: str) -> UserCerts:
+    folder.mkdir(parents=True, exist_ok=True)
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(folder / "ca.pem"))
+    chain = _leaf(ca, folder, "broker", "127.0.0.1", "localhost", common_name="broker")
+    server = folder / "broker-keystore.pem"
+    server.write_bytes(chain.read_bytes() + (folder / "broker.key").read_bytes())
+    issued = {
+        user: (
+            _leaf(ca, folder, user, user, common_name=user, organization_unit_name="tests",
+                  organization_name="epochlog"),
+            folder / f"{user}.key",
+        )
+        for user in users
+    }  # fmt: skip
+    return UserCerts(folder / "ca.pem", server, issued)
+
+
+def ssl_listener_settings(
+    certs: Certs | UserCerts, client_auth: str = "required"
+) -> dict[str, str]:
     """A broker's settings for an SSL listener with these certificates."""
     return {
         "ssl.keystore.location": str(certs.server),

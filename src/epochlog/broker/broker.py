@@ -29,6 +29,9 @@ from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.replication.replica_manager import ReplicaManager
 from epochlog.replication.settings import ReplicationSettings
 from epochlog.seams import Seams, Server, Tls, TlsClientNetwork
+from epochlog.security.acl_store import AclStore
+from epochlog.security.authorizer import Authorizer
+from epochlog.security.principal import ANONYMOUS
 from epochlog.security.sasl_client import SaslClientNetwork
 from epochlog.security.sasl_listeners import inter_broker_credentials, sasl_servers
 from epochlog.security.scram_credentials import ScramUsers
@@ -126,6 +129,21 @@ class Broker:
             self._allocate_producer_id,
             self._partition_leader,
         )
+        self.authorizer = (
+            Authorizer(config.super_users, config["allow.everyone.if.no.acl.found"])
+            if config.authorizer_enabled
+            else None
+        )
+        self.acl_store: AclStore | None = None
+        if self.authorizer is not None and not self._brokers_identified():
+            log.warning(
+                "ACLs are on but the inter-broker listener %s identifies no broker (it is "
+                "PLAINTEXT or ssl.client.auth=none): brokers act as %s there, which needs "
+                "super.users or ClusterAction on the cluster for replication and "
+                "transaction markers",
+                config.listeners.inter_broker,
+                ANONYMOUS,
+            )
         self.endpoint: BrokerEndpoint | None = None
         self.store: Metastore | None = None
         self.cluster: ClusterLink | None = None
@@ -160,6 +178,15 @@ class Broker:
         self.metrics_port: int | None = None
         self._stop = asyncio.Event()
         self._background: asyncio.Task[None] | None = None
+
+    def _brokers_identified(self) -> bool:
+        """Whether brokers reach each other with their certificate as principal, or the
+        anonymous principal they would have instead is a super user."""
+        inter = self.config.listeners.inter_broker
+        client_auth, _ = self.config.listener_setting(inter, "ssl.client.auth")
+        if inter in self._listener_tls and client_auth != "none":
+            return True
+        return ANONYMOUS in self.config.super_users
 
     @property
     def port(self) -> int:
@@ -252,6 +279,10 @@ class Broker:
         if self._sasl:
             await self.scram_users.follow(self.store)
         stored = await self.cluster.load_topics()
+        if self.authorizer is not None:
+            # Every ACL is in force before the first request is served.
+            self.acl_store = AclStore(self.store, self.authorizer)
+            await self.acl_store.follow()
         self.log_manager.start(
             lambda name: (
                 self.topic_log_config(stored[name].configs) if name in stored else self.log_defaults
@@ -332,6 +363,8 @@ class Broker:
             await self.controller.stop()
         if self.cluster is not None:
             await self.cluster.leave()
+        if self.acl_store is not None:
+            self.acl_store.close()
         if self.store is not None:
             await self.store.close()
         if self._background is not None:

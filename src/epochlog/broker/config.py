@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from epochlog.security.authorizer import check_class_name, parse_super_users
 from epochlog.security.listeners import (
     Listener,
     Listeners,
@@ -54,11 +55,13 @@ class BrokerConfig:
             for listener in self.listeners.served
         }
         self.metrics_listener  # noqa: B018 - parses and so validates the setting
+        self.authorizer_enabled = check_class_name(settings["authorizer.class.name"])
+        self.super_users = parse_super_users(settings["super.users"])
 
     @classmethod
     def from_mapping(cls, given: Mapping[str, object]) -> BrokerConfig:
-        """Settings as given; authorizer settings, which the broker cannot honour yet,
-        are refused here rather than ignored."""
+        """Settings as given, with the ``listener.name.<l>.*`` overrides parsed for
+        each listener."""
         plain, overrides = split_security_settings(given)
         parsed = {
             listener: {

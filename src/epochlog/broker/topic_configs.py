@@ -10,9 +10,28 @@ from typing import Any
 from epochlog.broker.handlers.context import HandlerContext
 from epochlog.broker.responses import error_code
 from epochlog.protocol.errors import ErrorCode, KafkaError
+from epochlog.security.api_rules import refusal
+from epochlog.security.session import Session
 
 TOPIC = 2
 ALTER_VISIBLE_TIMEOUT_S = 10.0
+
+
+def config_refusal(
+    broker: HandlerContext, session: Session, api: int, resource: Any
+) -> ErrorCode | None:
+    """The authorization error for altering ``resource``'s settings (ALTER_CONFIGS on
+    the topic, or on the cluster for a broker resource), None when allowed."""
+    if resource.resource_type == TOPIC:
+        code = refusal(broker.authorizer, session, api, "topic", resource.resource_name)
+    else:
+        code = refusal(broker.authorizer, session, api, "cluster")
+    return None if code == ErrorCode.NONE else code
+
+
+def refused_answer(answer: Any, code: ErrorCode) -> Any:
+    answer.error_code, answer.error_message = code, "ALTER_CONFIGS is not allowed"
+    return answer
 
 
 async def alter_topic_configs(

@@ -8,6 +8,7 @@ epochlog records delete    move partitions' log start forward (kafka-delete-reco
 epochlog status            leaders, epochs, ISR, high watermarks, replica logs
 epochlog users ...         add, list and remove SCRAM users
 epochlog quarantine ...    list, show and replay what truncations kept aside
+epochlog acls ...          add, list and remove ACLs (kafka-acls.sh's options)
 epochlog settings          every setting with its default (docs/settings.md)
 epochlog demo              the main job: a cluster, a PySpark pipeline, an unclean election
 """
@@ -24,8 +25,9 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from epochlog.broker.broker import Broker
 from epochlog.broker.config import BrokerConfig, parse_properties
-from epochlog.cli import admin_commands, users
+from epochlog.cli import acl_commands, admin_commands, users
 from epochlog.cli.logs import configure_logging
+from epochlog.client.errors import ClientError
 from epochlog.demo import add_arguments as add_demo_arguments
 from epochlog.protocol.errors import KafkaError
 from epochlog.seams.real import real_seams
@@ -121,7 +123,7 @@ def _run(work: Callable[[], Awaitable[str] | str]) -> int:
     try:
         result = work()
         print(asyncio.run(result) if inspect.isawaitable(result) else result)
-    except (KafkaError, OSError, ValueError, RuntimeError) as exc:
+    except (KafkaError, ClientError, OSError, ValueError, RuntimeError) as exc:
         print(f"epochlog: {exc}", file=sys.stderr)
         return 1
     return 0
@@ -234,6 +236,11 @@ def _add_client_arguments(parser: argparse.ArgumentParser, json_out: bool = True
         parser.add_argument("--json", action="store_true", help="JSON instead of tables")
 
 
+def _cmd_acls(args: argparse.Namespace) -> int:
+    client = _client(args)
+    return _run(lambda: acl_commands.run(client, args))
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from epochlog.demo import run_from_args
 
@@ -328,6 +335,11 @@ def build_parser() -> argparse.ArgumentParser:
     users.add_arguments(users_cmd)
     _add_client_arguments(users_cmd, json_out=False)
     users_cmd.set_defaults(func=_cmd_users)
+
+    acls = sub.add_parser("acls", help="add, list and remove ACLs")
+    acl_commands.add_arguments(acls)
+    _add_client_arguments(acls, json_out=False)
+    acls.set_defaults(func=_cmd_acls)
 
     reference_cmd = sub.add_parser(
         "settings", help="every broker, topic and client setting (docs/settings.md)"

@@ -1,6 +1,7 @@
 """AsyncAdmin: topics, the cluster with leader epochs, offsets with epochs, consumer
-groups and their committed offsets, over the Kafka protocol. Settings as a dict with
-Kafka's names like the other clients. Group calls go to each group's coordinator."""
+groups and their committed offsets, transactions and ACLs, over the Kafka protocol.
+Settings as a dict with Kafka's names like the other clients. Group calls go to each
+group's coordinator."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from kafka.protocol.admin import (
 )
 from kafka.protocol.metadata import MetadataRequest
 
+from epochlog.client.admin_acls import AclAdmin
 from epochlog.client.admin_groups import GroupAdmin
 from epochlog.client.admin_transactions import TransactionAdmin
 from epochlog.client.admin_users import UserAdmin
@@ -77,7 +79,7 @@ def _raise_for(code: int, what: str) -> None:
         raise KafkaError(ErrorCode(code), what)
 
 
-class AsyncAdmin(GroupAdmin, TransactionAdmin, UserAdmin):
+class AsyncAdmin(GroupAdmin, TransactionAdmin, UserAdmin, AclAdmin):
     """``AsyncAdmin({"bootstrap.servers": ...}, seams)``: Kafka's admin client on asyncio,
     all its I/O and time through ``seams`` (``real_seams()`` outside a simulation)."""
 

@@ -19,6 +19,8 @@ The tree follows Kafka's ZooKeeper layout where Kafka has one:
     /admin/preferred_replica_election  a request to move leaders back to preferred replicas
     /isr_change/<seq>                  a leader's proposal to change one partition's ISR
     /latest_producer_id_block          the last producer id handed out
+    /kafka-acl, /kafka-acl-extended    ACLs, one node per resource pattern (their layout
+                                       and encoding: epochlog.security.acl_store)
 """
 
 from __future__ import annotations

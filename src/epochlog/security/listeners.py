@@ -22,10 +22,6 @@ _PER_LISTENER = frozenset(s.name for s in SSL_SETTINGS + SASL_SETTINGS) | frozen
 )
 _ENDPOINT = re.compile(r"^([A-Za-z0-9_-]+)://(\[[0-9a-fA-F:.]*\]|[^:/\[\]]*):(\d+)$")
 _OVERRIDE = re.compile(r"^listener\.name\.([^.]+)\.(.+)$")
-_NO_AUTHORIZER = (
-    "authorization (ACLs) is not supported yet; the broker refuses to start rather than "
-    "let every client do everything"
-)
 
 
 @dataclass(frozen=True)
@@ -126,8 +122,8 @@ def split_security_settings(
     given: Mapping[str, object],
 ) -> tuple[dict[str, object], dict[str, dict[str, object]]]:
     """The settings for the registry, and the per-listener ``listener.name.<name>.ssl.*``
-    and ``.sasl.*`` overrides by listener; a setting for an authorizer is refused here,
-    naming it, since the broker would otherwise run without what it asks for."""
+    and ``.sasl.*`` overrides by listener; a setting Kafka has replaced
+    (security.inter.broker.protocol) is refused here, naming what replaces it."""
     plain: dict[str, object] = {}
     overrides: dict[str, dict[str, object]] = {}
     for name, value in given.items():
@@ -146,7 +142,5 @@ def split_security_settings(
 
 def _refuse_unsupported(key: str) -> None:
     base = _OVERRIDE.sub(r"\2", key)
-    if base.startswith("authorizer.") or base in ("super.users", "allow.everyone.if.no.acl.found"):
-        raise SettingError(key, _NO_AUTHORIZER)
     if base == "security.inter.broker.protocol":
         raise SettingError(key, "name the listener with inter.broker.listener.name instead")

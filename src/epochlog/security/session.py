@@ -1,5 +1,5 @@
 """Who sent a request and through which listener (Kafka's RequestContext): Metadata
-answers with that listener's endpoints, and authorization will judge the principal.
+answers with that listener's endpoints, and the authorizer judges the principal.
 On a SASL listener the principal is ``User:ANONYMOUS`` until the SASL exchange
 (``authentication``) names the user."""
 

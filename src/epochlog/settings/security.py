@@ -1,13 +1,15 @@
-"""The broker's listener, TLS and SASL settings, with Kafka's names (KIP-103 listeners,
-KIP-651 PEM keystores, KIP-152/368 SASL). What they mean is decided in
-``epochlog.security``; what the broker cannot honour (authorizers, SASL mechanisms
-other than PLAIN and SCRAM) is refused there at startup, never ignored."""
+"""The broker's listener, TLS, SASL and authorization settings, with Kafka's names
+(KIP-103 listeners, KIP-651 PEM keystores, KIP-152/368 SASL, the ACL authorizer's).
+What they mean is decided in ``epochlog.security``; what the broker cannot honour (SASL
+mechanisms other than PLAIN and SCRAM, an authorizer class other than Kafka's ACL
+authorizers) is refused there at startup, never ignored."""
 
 from __future__ import annotations
 
 import dataclasses
 
 from epochlog.settings.registry import (
+    BOOLEAN,
     TEXT,
     ConfigType,
     Kind,
@@ -18,6 +20,7 @@ from epochlog.settings.registry import (
 )
 
 LISTENERS = "Listeners and TLS"
+AUTHORIZATION = "Authorization (ACLs)"
 
 TLS_PROTOCOLS = ("TLSv1.2", "TLSv1.3")
 
@@ -239,5 +242,32 @@ SECURITY_SETTINGS = [
         524288,
         "The largest frame a SASL listener reads before the client has authenticated.",
         LISTENERS,
+    ),
+    Setting(
+        "authorizer.class.name",
+        TEXT,
+        "",
+        "Turns ACLs on: kafka.security.authorizer.AclAuthorizer, "
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer and "
+        "epochlog.security.authorizer.Authorizer all name epochlog's authorizer; empty: "
+        "every client may do everything.",
+        AUTHORIZATION,
+    ),
+    Setting(
+        "super.users",
+        TEXT,
+        "",
+        "Principals allowed everything whatever the ACLs say, separated by semicolons "
+        "(User:admin;User:broker). The brokers' own principals belong here (or need "
+        "ClusterAction on the cluster) so that replication and transaction markers work.",
+        AUTHORIZATION,
+    ),
+    Setting(
+        "allow.everyone.if.no.acl.found",
+        BOOLEAN,
+        "false",
+        "Whether a resource with no ACL at all is open to everyone (true) or only to "
+        "super users (false, Kafka's default).",
+        AUTHORIZATION,
     ),
 ]

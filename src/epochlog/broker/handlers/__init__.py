@@ -15,11 +15,14 @@ from epochlog.broker.handlers import (
     alter_configs,
     alter_user_scram_credentials,
     api_versions,
+    create_acls,
     create_partitions,
     create_topics,
+    delete_acls,
     delete_groups,
     delete_records,
     delete_topics,
+    describe_acls,
     describe_cluster,
     describe_configs,
     describe_groups,
@@ -101,6 +104,10 @@ MODULES = (
     sasl_authenticate,
     describe_user_scram_credentials,
     alter_user_scram_credentials,
+    # ACLs (issue 12): Kafka 2.x's versions, which librdkafka and kafka-python send.
+    describe_acls,
+    create_acls,
+    delete_acls,
 )
 
 

@@ -13,6 +13,7 @@ from epochlog.broker.responses import fenced_error
 from epochlog.coordinator.hashing import OFFSETS_TOPIC
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
+from epochlog.security.api_rules import refusal
 from epochlog.security.session import Session
 
 API = api(ApiKey.ADD_OFFSETS_TO_TXN, 0, 3)
@@ -23,9 +24,13 @@ PRODUCER_FENCED_SINCE = 2
 async def handle(
     broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
 ) -> Any:
-    if not request.group_id:
+    api = ApiKey.ADD_OFFSETS_TO_TXN
+    code = refusal(broker.authorizer, session, api, "transactional_id", request.transactional_id)
+    if code == ErrorCode.NONE and not request.group_id:
         code = ErrorCode.INVALID_GROUP_ID
-    else:
+    if code == ErrorCode.NONE:
+        code = refusal(broker.authorizer, session, api, "group", request.group_id)
+    if code == ErrorCode.NONE:
         offsets_partition = broker.coordinator.registry.partition_of(request.group_id)
         code = await broker.txn_coordinator.add_partitions(
             request.transactional_id,

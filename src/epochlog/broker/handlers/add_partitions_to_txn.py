@@ -13,6 +13,7 @@ from epochlog.broker.handlers.context import HandlerContext
 from epochlog.broker.responses import fenced_error
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
+from epochlog.security.api_rules import allowed, refusal
 from epochlog.security.session import Session
 
 API = api(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 3)
@@ -31,8 +32,23 @@ async def handle(
         for topic in request.v3_and_below_topics or []
         for index in topic.partitions or []
     ]
+    api = ApiKey.ADD_PARTITIONS_TO_TXN
+    txn_refused = refusal(
+        broker.authorizer, session, api, "transactional_id", request.v3_and_below_transactional_id
+    )
+    writable = {name: allowed(broker.authorizer, session, api, "topic", name) for name, _ in wanted}
     unknown = {tp for tp in wanted if not _exists(broker, *tp)}
-    if unknown:
+    if txn_refused != ErrorCode.NONE:
+        codes = dict.fromkeys(wanted, txn_refused)
+    elif not all(writable.values()):
+        # Kafka's answer: the refused topics' partitions say so, the others were not tried.
+        codes = {
+            tp: ErrorCode.OPERATION_NOT_ATTEMPTED
+            if writable[tp[0]]
+            else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            for tp in wanted
+        }
+    elif unknown:
         codes = {
             tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             if tp in unknown

@@ -9,18 +9,23 @@ from typing import Any
 from kafka.protocol.admin import AlterConfigsResponse
 
 from epochlog.broker.handlers.context import HandlerContext
-from epochlog.broker.topic_configs import alter_topic_configs
+from epochlog.broker.topic_configs import alter_topic_configs, config_refusal, refused_answer
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.security.session import Session
 
 API = api(ApiKey.ALTER_CONFIGS, 0, 2)
 
 
-async def _alter(broker: HandlerContext, resource: Any, validate_only: bool) -> Any:
+async def _alter(
+    broker: HandlerContext, session: Session, resource: Any, validate_only: bool
+) -> Any:
     given = {c.name: c.value for c in resource.configs or [] if c.value is not None}
     answer = AlterConfigsResponse.AlterConfigsResourceResponse(
         resource_type=resource.resource_type, resource_name=resource.resource_name
     )
+    refused = config_refusal(broker, session, ApiKey.ALTER_CONFIGS, resource)
+    if refused is not None:
+        return refused_answer(answer, refused)
     return await alter_topic_configs(broker, resource, lambda _: given, validate_only, answer)
 
 
@@ -30,6 +35,7 @@ async def handle(
     return AlterConfigsResponse(
         throttle_time_ms=0,
         responses=[
-            await _alter(broker, r, bool(request.validate_only)) for r in request.resources or []
+            await _alter(broker, session, r, bool(request.validate_only))
+            for r in request.resources or []
         ],
     )

@@ -14,6 +14,7 @@ from kafka.protocol.admin.users import AlterUserScramCredentialsResponse
 from epochlog.broker.handlers.context import HandlerContext
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
+from epochlog.security.api_rules import refusal
 from epochlog.security.scram_credentials import (
     MAX_ITERATIONS,
     MECHANISM_NAMES,
@@ -52,6 +53,9 @@ async def handle(
     ]
     pairs = Counter((a.name, a.mechanism) for a, _ in alterations)
     errors: dict[str, tuple[ErrorCode, str]] = {}
+    refused = refusal(broker.authorizer, session, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, "cluster")
+    if refused != ErrorCode.NONE:  # Kafka: ALTER on the cluster, for every user named
+        errors = {a.name: (refused, "ALTER on the cluster is needed") for a, _ in alterations}
     for alteration, upsert in alterations:
         if pairs[(alteration.name, alteration.mechanism)] > 1:
             errors.setdefault(
@@ -59,9 +63,9 @@ async def handle(
                 (ErrorCode.DUPLICATE_RESOURCE, "A user credential cannot be altered twice in "
                  "the same request"),
             )  # fmt: skip
-        refusal = _refusal(alteration, upsert)
-        if refusal is not None:
-            errors.setdefault(alteration.name, refusal)
+        invalid = _refusal(alteration, upsert)
+        if invalid is not None:
+            errors.setdefault(alteration.name, invalid)
     for alteration, upsert in alterations:
         if alteration.name in errors:
             continue

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from epochlog.protocol.errors import ErrorCode
     from epochlog.replication.replica_manager import ReplicaManager
     from epochlog.seams import Seams
+    from epochlog.security.acl_store import AclStore
+    from epochlog.security.authorizer import Authorizer
     from epochlog.storage.config import LogConfig
     from epochlog.txn.coordinator import TransactionCoordinator
 
@@ -40,6 +42,9 @@ class HandlerContext(Protocol):
     txn_coordinator: TransactionCoordinator
     cluster: ClusterLink | None
     request_channel: ServedApis
+    # None when authorizer.class.name is empty: every request is allowed.
+    authorizer: Authorizer | None
+    acl_store: AclStore | None
 
     async def create_topic(
         self,

@@ -10,16 +10,19 @@ from epochlog.broker.handlers.context import HandlerContext
 from epochlog.broker.responses import check_partitions_per_request, error_code
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode, KafkaError
+from epochlog.security.api_rules import allowed
 from epochlog.security.session import Session
 
 API = api(ApiKey.CREATE_PARTITIONS, 0, 3)
 
 
-async def _grow(broker: HandlerContext, wanted: Any, validate_only: bool) -> Any:
+async def _grow(broker: HandlerContext, session: Session, wanted: Any, validate_only: bool) -> Any:
     result = CreatePartitionsResponse.CreatePartitionsTopicResult(
         name=wanted.name, error_code=ErrorCode.NONE, error_message=None
     )
     try:
+        if not allowed(broker.authorizer, session, ApiKey.CREATE_PARTITIONS, "topic", wanted.name):
+            raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "ALTER is not allowed")
         topic = broker.metadata_cache.topic(wanted.name)
         if topic is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {wanted.name!r}")
@@ -69,5 +72,7 @@ async def handle(
         )
     return CreatePartitionsResponse(
         throttle_time_ms=0,
-        results=[await _grow(broker, t, bool(request.validate_only)) for t in request.topics],
+        results=[
+            await _grow(broker, session, t, bool(request.validate_only)) for t in request.topics
+        ],
     )

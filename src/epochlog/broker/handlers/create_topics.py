@@ -10,6 +10,7 @@ from epochlog.broker.handlers.context import HandlerContext
 from epochlog.broker.responses import check_partitions_per_request, error_code
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode, KafkaError
+from epochlog.security.api_rules import allowed
 from epochlog.security.session import Session
 
 API = api(ApiKey.CREATE_TOPICS, 2, 7)
@@ -91,7 +92,14 @@ async def handle(
         return CreateTopicsResponse(
             throttle_time_ms=0, topics=[_refused(t, exc) for t in request.topics]
         )
-    return CreateTopicsResponse(
-        throttle_time_ms=0,
-        topics=[await _create_one(broker, t, validate_only, timeout_s) for t in request.topics],
-    )
+    cluster_create = allowed(broker.authorizer, session, ApiKey.CREATE_TOPICS, "cluster")
+    results = []
+    for wanted in request.topics:
+        if cluster_create or allowed(
+            broker.authorizer, session, ApiKey.CREATE_TOPICS, "topic", wanted.name
+        ):
+            results.append(await _create_one(broker, wanted, validate_only, timeout_s))
+        else:
+            refused = KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "CREATE is not allowed")
+            results.append(_refused(wanted, refused))
+    return CreateTopicsResponse(throttle_time_ms=0, topics=results)

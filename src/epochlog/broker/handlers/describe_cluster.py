@@ -11,6 +11,7 @@ from epochlog.broker.handlers.context import HandlerContext
 from epochlog.broker.responses import endpoints_on_listener
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
+from epochlog.security.api_rules import refusal
 from epochlog.security.session import Session
 
 API = api(ApiKey.DESCRIBE_CLUSTER, 0, 1)
@@ -27,6 +28,17 @@ async def handle(
             error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
             error_message="only broker endpoints are served (there are no KRaft controllers)",
             endpoint_type=request.endpoint_type,
+            cluster_id="",
+            controller_id=-1,
+            brokers=[],
+        )
+    refused = refusal(broker.authorizer, session, ApiKey.DESCRIBE_CLUSTER, "cluster")
+    if refused != ErrorCode.NONE:
+        return DescribeClusterResponse(
+            throttle_time_ms=0,
+            error_code=refused,
+            error_message="DESCRIBE on the cluster is needed",
+            endpoint_type=BROKERS_ENDPOINT,
             cluster_id="",
             controller_id=-1,
             brokers=[],

@@ -11,6 +11,7 @@ from kafka.protocol.admin import DescribeConfigsResponse
 from epochlog.broker.handlers.context import HandlerContext
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
+from epochlog.security.api_rules import refusal
 from epochlog.security.session import Session
 from epochlog.settings.broker import BROKER as BROKER_SETTINGS
 from epochlog.settings.registry import ConfigType, Setting
@@ -116,6 +117,13 @@ async def handle(
     results = []
     for resource in request.resources:
         if resource.resource_type == TOPIC_RESOURCE:
+            name = resource.resource_name
+            refused = refusal(broker.authorizer, session, ApiKey.DESCRIBE_CONFIGS, "topic", name)
+        else:
+            refused = refusal(broker.authorizer, session, ApiKey.DESCRIBE_CONFIGS, "cluster")
+        if refused != ErrorCode.NONE:
+            configs, missing = None, refused
+        elif resource.resource_type == TOPIC_RESOURCE:
             configs = _topic_configs(broker, resource.resource_name)
             missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         elif resource.resource_type == BROKER_RESOURCE:

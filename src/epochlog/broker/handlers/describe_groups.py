@@ -8,6 +8,8 @@ from kafka.protocol.admin import DescribeGroupsResponse
 
 from epochlog.broker.handlers.context import HandlerContext
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
+from epochlog.protocol.errors import ErrorCode
+from epochlog.security.api_rules import refusal
 from epochlog.security.session import Session
 
 API = api(ApiKey.DESCRIBE_GROUPS, 0, 5)
@@ -20,6 +22,19 @@ async def handle(
 ) -> Any:
     groups = []
     for group_id in request.groups or []:
+        refused = refusal(broker.authorizer, session, ApiKey.DESCRIBE_GROUPS, "group", group_id)
+        if refused != ErrorCode.NONE:
+            groups.append(
+                Described(
+                    error_code=refused,
+                    group_id=group_id,
+                    group_state="",
+                    protocol_type="",
+                    protocol_data="",
+                    members=[],
+                )
+            )
+            continue
         d = broker.coordinator.describe(group_id)
         members = [
             Described.DescribedGroupMember(

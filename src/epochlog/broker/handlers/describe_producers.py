@@ -11,6 +11,7 @@ from epochlog.broker.handlers.context import HandlerContext
 from epochlog.broker.responses import error_code
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
+from epochlog.security.api_rules import refusal
 from epochlog.security.session import Session
 
 API = api(ApiKey.DESCRIBE_PRODUCERS, 0, 0)
@@ -20,10 +21,12 @@ _Partition = _Topic.PartitionResponse
 _Producer = _Partition.ProducerState
 
 
-def _describe(broker: HandlerContext, topic: str, index: int) -> Any:
+def _describe(broker: HandlerContext, topic: str, index: int, refused: ErrorCode) -> Any:
     answer = _Partition(
-        partition_index=index, error_code=ErrorCode.NONE, error_message=None, active_producers=[]
+        partition_index=index, error_code=refused, error_message=None, active_producers=[]
     )
+    if refused != ErrorCode.NONE:
+        return answer
     try:
         partition = broker.replica_manager.partition(topic, index)
         partition.check_leader(-1)
@@ -54,7 +57,17 @@ async def handle(
         topics=[
             _Topic(
                 name=t.name,
-                partitions=[_describe(broker, t.name, i) for i in t.partition_indexes or []],
+                partitions=[
+                    _describe(
+                        broker,
+                        t.name,
+                        i,
+                        refusal(
+                            broker.authorizer, session, ApiKey.DESCRIBE_PRODUCERS, "topic", t.name
+                        ),
+                    )
+                    for i in t.partition_indexes or []
+                ],
             )
             for t in request.topics or []
         ],

@@ -9,6 +9,7 @@ from kafka.protocol.admin import DescribeTransactionsResponse
 
 from epochlog.broker.handlers.context import HandlerContext
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
+from epochlog.security.api_rules import allowed, refusal
 from epochlog.security.session import Session
 
 API = api(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0)
@@ -20,8 +21,10 @@ async def handle(
     broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
 ) -> Any:
     states = []
+    api = ApiKey.DESCRIBE_TRANSACTIONS
     for tid in request.transactional_ids or []:
-        error, meta = broker.txn_coordinator.describe(tid)
+        refused = refusal(broker.authorizer, session, api, "transactional_id", tid)
+        error, meta = broker.txn_coordinator.describe(tid) if not refused else (refused, None)
         if meta is None:
             states.append(
                 _State(
@@ -38,6 +41,9 @@ async def handle(
             continue
         by_topic: dict[str, list[int]] = {}
         for topic, index in sorted(meta.partitions):
+            # Kafka leaves out the partitions of topics the principal may not DESCRIBE.
+            if not allowed(broker.authorizer, session, api, "topic", topic):
+                continue
             by_topic.setdefault(topic, []).append(index)
         states.append(
             _State(

@@ -11,6 +11,7 @@ from kafka.protocol.admin.users import DescribeUserScramCredentialsResponse
 from epochlog.broker.handlers.context import HandlerContext
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
+from epochlog.security.api_rules import refusal
 from epochlog.security.scram_credentials import MECHANISMS, read_users
 from epochlog.security.session import Session
 
@@ -24,6 +25,11 @@ async def handle(
     broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
 ) -> Any:
     assert broker.cluster is not None
+    refused = refusal(broker.authorizer, session, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, "cluster")
+    if refused != ErrorCode.NONE:  # Kafka: DESCRIBE on the cluster
+        return DescribeUserScramCredentialsResponse(
+            throttle_time_ms=0, error_code=refused, error_message=None, results=[]
+        )
     users = await read_users(broker.cluster.store)
     named = [u.name for u in request.users or []]
     counts = Counter(named)

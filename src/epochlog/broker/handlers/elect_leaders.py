@@ -10,6 +10,7 @@ from kafka.protocol.admin import ElectLeadersResponse
 from epochlog.broker.handlers.context import HandlerContext
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
+from epochlog.security.api_rules import allowed
 from epochlog.security.session import Session
 
 API = api(ApiKey.ELECT_LEADERS, 0, 2)
@@ -38,7 +39,12 @@ async def handle(
         wanted = [(t.name, p) for t in broker.metadata_cache.topics() for p in sorted(t.partitions)]
     else:
         wanted = [(t.topic, p) for t in request.topic_partitions for p in t.partitions]
-    if election_type != PREFERRED:
+    top_error = ErrorCode.NONE
+    if not allowed(broker.authorizer, session, ApiKey.ELECT_LEADERS, "cluster"):
+        # Kafka's answer: the request's error and every partition's.
+        top_error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        results = {key: (top_error, "ALTER on the cluster is not allowed") for key in wanted}
+    elif election_type != PREFERRED:
         # Unclean elections follow the topic setting: enable it with
         # IncrementalAlterConfigs and the controller elects a live replica itself.
         results = {
@@ -65,7 +71,7 @@ async def handle(
         )
     return ElectLeadersResponse(
         throttle_time_ms=0,
-        error_code=ErrorCode.NONE,
+        error_code=top_error,
         replica_election_results=[
             ElectLeadersResponse.ReplicaElectionResult(topic=topic, partition_result=parts)
             for topic, parts in by_topic.items()

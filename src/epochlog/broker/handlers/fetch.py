@@ -15,6 +15,7 @@ from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.divergence import fetch_diverges
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.protocol.fetch_response import PartitionData, TopicData, encode_fetch_response
+from epochlog.security.api_rules import allowed
 from epochlog.security.session import Session
 
 API = api(ApiKey.FETCH, 4, 13)
@@ -112,8 +113,16 @@ def exc_is_leadership(code: ErrorCode) -> bool:
     )
 
 
+def _topic_allowed(broker: HandlerContext, session: Session, replica_id: int, name: str) -> bool:
+    """A follower needs CLUSTER_ACTION on the cluster, a consumer READ on the topic;
+    either refused gets TOPIC_AUTHORIZATION_FAILED per partition, as Kafka answers."""
+    if replica_id >= 0:
+        return allowed(broker.authorizer, session, ApiKey.FETCH, "replica")
+    return allowed(broker.authorizer, session, ApiKey.FETCH, "topic", name)
+
+
 def _read_all(
-    broker: HandlerContext, request: Any, version: int
+    broker: HandlerContext, request: Any, version: int, session: Session
 ) -> tuple[list[TopicData], _Budget, bool]:
     budget = _Budget(request.max_bytes if version >= 3 else 1 << 31)
     topics: list[TopicData] = []
@@ -132,6 +141,10 @@ def _read_all(
         for fetch in fetch_topic.partitions or []:
             if name is None:
                 partitions.append(PartitionData(fetch.partition, ErrorCode.UNKNOWN_TOPIC_ID))
+            elif not _topic_allowed(broker, session, request.replica_id, name):
+                partitions.append(
+                    PartitionData(fetch.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                )
             else:
                 partitions.append(
                     _read_partition(
@@ -163,7 +176,7 @@ async def handle(
     clock = broker.seams.clock
     deadline = clock.monotonic() + max(0, request.max_wait_ms) / 1000
     while True:
-        topics, budget, any_error = _read_all(broker, request, version)
+        topics, budget, any_error = _read_all(broker, request, version, session)
         remaining = deadline - clock.monotonic()
         stopping = broker.replica_manager.stopped
         if budget.total >= request.min_bytes or any_error or remaining <= 0 or stopping:

@@ -16,6 +16,7 @@ from epochlog.coordinator.hashing import OFFSETS_TOPIC, partition_for
 from epochlog.metadata.model import TopicMetadata
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode, KafkaError
+from epochlog.security.api_rules import refusal
 from epochlog.security.session import Session
 from epochlog.txn.partitioning import TRANSACTION_STATE_TOPIC
 
@@ -97,15 +98,26 @@ async def ensure_transaction_state_topic(broker: HandlerContext) -> TopicMetadat
     )
 
 
-async def find(broker: HandlerContext, key: str | None, key_type: int, listener: str) -> Any:
+async def find(broker: HandlerContext, key: str | None, key_type: int, session: Session) -> Any:
     """One coordinator answer (the v4 Coordinator shape; older versions unpack it), its
-    endpoint on the listener the request came through."""
+    endpoint on the listener the request came through; DESCRIBE on the group or the
+    transactional id is needed."""
     answer = FindCoordinatorResponse.Coordinator(
         key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.NONE, error_message=None
     )
     if key is None:
         answer.error_code = ErrorCode.INVALID_REQUEST
         answer.error_message = "a coordinator key is required"
+        return answer
+    check = {GROUP_KEY_TYPE: "group", TRANSACTION_KEY_TYPE: "transactional_id"}.get(key_type)
+    refused = (
+        refusal(broker.authorizer, session, ApiKey.FIND_COORDINATOR, check, key)
+        if check is not None
+        else ErrorCode.NONE
+    )
+    if refused != ErrorCode.NONE:
+        answer.error_code = refused
+        answer.error_message = f"DESCRIBE on {key!r} is not allowed"
         return answer
     if key_type == GROUP_KEY_TYPE:
         topic = await ensure_offsets_topic(broker)
@@ -119,7 +131,7 @@ async def find(broker: HandlerContext, key: str | None, key_type: int, listener:
     if topic is not None and topic.partitions:
         state = topic.partitions.get(partition_for(key, len(topic.partitions)))
     endpoint = broker.metadata_cache.brokers.get(state.leader) if state is not None else None
-    endpoint = endpoint.on(listener) if endpoint is not None else None
+    endpoint = endpoint.on(session.listener) if endpoint is not None else None
     if state is None or state.leader < 0 or endpoint is None:
         answer.error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE
         answer.error_message = "the coordinator is not available"
@@ -134,11 +146,10 @@ async def handle(
     key_type = request.key_type if version >= 1 else GROUP_KEY_TYPE
     if version >= 4:
         answers = [
-            await find(broker, key, key_type, session.listener)
-            for key in request.coordinator_keys or []
+            await find(broker, key, key_type, session) for key in request.coordinator_keys or []
         ]
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=answers)
-    one = await find(broker, request.key, key_type, session.listener)
+    one = await find(broker, request.key, key_type, session)
     return FindCoordinatorResponse(
         throttle_time_ms=0,
         error_code=one.error_code,

@@ -8,6 +8,8 @@ from kafka.protocol.consumer import HeartbeatResponse
 
 from epochlog.broker.handlers.context import HandlerContext
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
+from epochlog.protocol.errors import ErrorCode
+from epochlog.security.api_rules import refusal
 from epochlog.security.session import Session
 
 API = api(ApiKey.HEARTBEAT, 0, 4)
@@ -16,6 +18,9 @@ API = api(ApiKey.HEARTBEAT, 0, 4)
 async def handle(
     broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
 ) -> Any:
+    refused = refusal(broker.authorizer, session, ApiKey.HEARTBEAT, "group", request.group_id)
+    if refused != ErrorCode.NONE:
+        return HeartbeatResponse(throttle_time_ms=0, error_code=refused)
     error = broker.coordinator.membership.heartbeat(
         request.group_id,
         request.generation_id,

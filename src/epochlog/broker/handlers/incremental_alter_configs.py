@@ -8,7 +8,7 @@ from typing import Any
 from kafka.protocol.admin import IncrementalAlterConfigsResponse
 
 from epochlog.broker.handlers.context import HandlerContext
-from epochlog.broker.topic_configs import alter_topic_configs
+from epochlog.broker.topic_configs import alter_topic_configs, config_refusal, refused_answer
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.security.session import Session
@@ -33,10 +33,15 @@ def _apply(current: dict[str, str], changes: Any) -> dict[str, str]:
     return configs
 
 
-async def _alter(broker: HandlerContext, resource: Any, validate_only: bool) -> Any:
+async def _alter(
+    broker: HandlerContext, session: Session, resource: Any, validate_only: bool
+) -> Any:
     answer = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
         resource_type=resource.resource_type, resource_name=resource.resource_name
     )
+    refused = config_refusal(broker, session, ApiKey.INCREMENTAL_ALTER_CONFIGS, resource)
+    if refused is not None:
+        return refused_answer(answer, refused)
     return await alter_topic_configs(
         broker, resource, lambda current: _apply(current, resource.configs or []),
         validate_only, answer,
@@ -49,6 +54,7 @@ async def handle(
     return IncrementalAlterConfigsResponse(
         throttle_time_ms=0,
         responses=[
-            await _alter(broker, r, bool(request.validate_only)) for r in request.resources or []
+            await _alter(broker, session, r, bool(request.validate_only))
+            for r in request.resources or []
         ],
     )

@@ -9,6 +9,8 @@ from kafka.protocol.consumer import JoinGroupResponse
 from epochlog.broker.handlers.context import HandlerContext
 from epochlog.coordinator.membership import JoinRequest
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
+from epochlog.protocol.errors import ErrorCode
+from epochlog.security.api_rules import refusal
 from epochlog.security.session import Session
 
 API = api(ApiKey.JOIN_GROUP, 0, 7)
@@ -17,6 +19,18 @@ API = api(ApiKey.JOIN_GROUP, 0, 7)
 async def handle(
     broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
 ) -> Any:
+    refused = refusal(broker.authorizer, session, ApiKey.JOIN_GROUP, "group", request.group_id)
+    if refused != ErrorCode.NONE:
+        return JoinGroupResponse(
+            throttle_time_ms=0,
+            error_code=refused,
+            generation_id=-1,
+            protocol_type=None,
+            protocol_name=None if version >= 7 else "",
+            leader="",
+            member_id=request.member_id or "",
+            members=[],
+        )
     instance_id = request.group_instance_id if version >= 5 else None
     join = JoinRequest(
         group_id=request.group_id,

@@ -9,6 +9,7 @@ from kafka.protocol.consumer import LeaveGroupResponse
 from epochlog.broker.handlers.context import HandlerContext
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
+from epochlog.security.api_rules import refusal
 from epochlog.security.session import Session
 
 API = api(ApiKey.LEAVE_GROUP, 0, 4)
@@ -21,6 +22,9 @@ async def handle(
         leaving = [(m.member_id or "", m.group_instance_id) for m in request.members or []]
     else:
         leaving = [(request.member_id, None)]
+    refused = refusal(broker.authorizer, session, ApiKey.LEAVE_GROUP, "group", request.group_id)
+    if refused != ErrorCode.NONE:
+        return LeaveGroupResponse(throttle_time_ms=0, error_code=refused, members=[])
     error, per_member = broker.coordinator.membership.leave(request.group_id, leaving)
     if version < 3:
         if error == ErrorCode.NONE and per_member:

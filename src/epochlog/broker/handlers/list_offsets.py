@@ -13,6 +13,7 @@ from epochlog.broker.responses import error_code
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.replication.monotonic_list_offsets import offsets_available
+from epochlog.security.api_rules import refusal
 from epochlog.security.session import Session
 
 API = api(ApiKey.LIST_OFFSETS, 1, 7)
@@ -53,7 +54,9 @@ def _lookup(
     return found.timestamp, found.offset, found.leader_epoch
 
 
-def _list_one(broker: HandlerContext, request: Any, topic: str, wanted: Any, version: int) -> Any:
+def _list_one(
+    broker: HandlerContext, request: Any, topic: str, wanted: Any, version: int, refused: ErrorCode
+) -> Any:
     answer = ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
         partition_index=wanted.partition_index,
         error_code=ErrorCode.NONE,
@@ -61,6 +64,9 @@ def _list_one(broker: HandlerContext, request: Any, topic: str, wanted: Any, ver
         offset=-1,
         leader_epoch=-1,
     )
+    if refused != ErrorCode.NONE:
+        answer.error_code = refused
+        return answer
     try:
         partition = broker.replica_manager.partition(topic, wanted.partition_index)
         partition.check_leader(
@@ -87,7 +93,15 @@ async def handle(
         ListOffsetsResponse.ListOffsetsTopicResponse(
             name=topic.name,
             partitions=[
-                _list_one(broker, request, topic.name, p, version) for p in topic.partitions or []
+                _list_one(
+                    broker,
+                    request,
+                    topic.name,
+                    p,
+                    version,
+                    refusal(broker.authorizer, session, ApiKey.LIST_OFFSETS, "topic", topic.name),
+                )
+                for p in topic.partitions or []
             ],
         )
         for topic in request.topics or []

@@ -10,6 +10,7 @@ from kafka.protocol.admin import ListTransactionsResponse
 
 from epochlog.broker.handlers.context import HandlerContext
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
+from epochlog.security.api_rules import allowed
 from epochlog.security.session import Session
 from epochlog.txn.metadata import TxnState
 
@@ -43,5 +44,12 @@ async def handle(
                 transaction_state=m.state.display,
             )
             for m in found
+            if allowed(
+                broker.authorizer,
+                session,
+                ApiKey.LIST_TRANSACTIONS,
+                "transactional_id",
+                m.transactional_id,
+            )
         ],
     )

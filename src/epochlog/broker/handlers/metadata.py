@@ -1,5 +1,7 @@
 """Metadata: brokers, topics, and per partition the leader and its epoch (KIP-320
-from v7) and the topic ID (KIP-232's identity of a re-created topic, from v10)."""
+from v7) and the topic ID (KIP-232's identity of a re-created topic, from v10). A
+topic the principal may not DESCRIBE is left out of "every topic" and refused when
+named; auto-creation needs CREATE on the cluster or the topic."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ from epochlog.broker.responses import endpoints_on_listener
 from epochlog.metadata.model import TopicMetadata
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
+from epochlog.security.acls import CLUSTER_NAME
+from epochlog.security.api_rules import allowed
 from epochlog.security.session import Session
 
 API = api(ApiKey.METADATA, 0, 12)
@@ -65,18 +69,36 @@ async def handle(
     wants_all = request.topics is None or (version == 0 and not request.topics)
     auto_create = version < 4 or bool(request.allow_auto_topic_creation)
     entries = []
+
+    def may(check: str, name: str = CLUSTER_NAME) -> bool:
+        return allowed(broker.authorizer, session, ApiKey.METADATA, check, name)
+
     if wants_all:
-        entries = [_topic_entry(t, version, live) for t in cache.topics()]
+        entries = [_topic_entry(t, version, live) for t in cache.topics() if may("topic", t.name)]
     else:
         for wanted in request.topics:
-            name = wanted.name
+            name, by_id = wanted.name, False
             if version >= 10 and wanted.topic_id not in (None, ZERO_UUID):
                 name = cache.topic_name(wanted.topic_id)
                 if name is None:
                     entries.append(_error_entry(None, wanted.topic_id, ErrorCode.UNKNOWN_TOPIC_ID))
                     continue
+                by_id = True
+            if not may("topic", name):
+                # A topic asked for by ID is not named to whoever may not see it.
+                shown = None if by_id else name
+                entries.append(_error_entry(shown, ZERO_UUID, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             topic = cache.topic(name)
             if topic is None:
+                if (
+                    auto_create
+                    and broker.config["auto.create.topics.enable"]
+                    and not (may("create_cluster") or may("create_topic", name))
+                ):
+                    code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    entries.append(_error_entry(name, ZERO_UUID, code))
+                    continue
                 topic, code = await broker.auto_create_topic(name, auto_create)
                 if topic is None:
                     entries.append(_error_entry(name, ZERO_UUID, code))

@@ -6,6 +6,7 @@ and nothing is stored for them."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from kafka.protocol.consumer import OffsetCommitResponse
@@ -14,6 +15,7 @@ from epochlog.broker.handlers.context import HandlerContext
 from epochlog.coordinator.commits import CommitRequest
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
+from epochlog.security.api_rules import allowed, refusal
 from epochlog.security.session import Session
 
 API = api(ApiKey.OFFSET_COMMIT, 2, 8)
@@ -27,10 +29,14 @@ def partition_exists(broker: HandlerContext, topic: str, partition: int) -> bool
 
 
 def commit_requests(
-    broker: HandlerContext, topics: Any, with_epoch: bool
+    broker: HandlerContext,
+    topics: Any,
+    with_epoch: bool,
+    refused: Callable[[str], ErrorCode],
 ) -> tuple[dict[tuple[str, int], CommitRequest], dict[tuple[str, int], ErrorCode], list[Any]]:
     """The offsets a commit request asks for (with their leader epochs when the version
-    carries them), the answers already known (unknown partitions) and the order."""
+    carries them), the answers already known (the group or a topic refused by
+    ``refused``, unknown partitions) and the order."""
     wanted: dict[tuple[str, int], CommitRequest] = {}
     answers: dict[tuple[str, int], ErrorCode] = {}
     order: list[tuple[str, int]] = []
@@ -38,6 +44,10 @@ def commit_requests(
         for p in topic.partitions or []:
             key = (topic.name, p.partition_index)
             order.append(key)
+            code = refused(topic.name)
+            if code != ErrorCode.NONE:
+                answers[key] = code
+                continue
             if not partition_exists(broker, *key):
                 answers[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
@@ -49,8 +59,19 @@ def commit_requests(
 async def handle(
     broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
 ) -> Any:
-    wanted, answers, order = commit_requests(broker, request.topics, version >= 6)
-    if wanted or not order:
+    group_refused = refusal(
+        broker.authorizer, session, ApiKey.OFFSET_COMMIT, "group", request.group_id
+    )
+
+    def refused(topic: str) -> ErrorCode:
+        if group_refused != ErrorCode.NONE:
+            return group_refused
+        if allowed(broker.authorizer, session, ApiKey.OFFSET_COMMIT, "topic", topic):
+            return ErrorCode.NONE
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+    wanted, answers, order = commit_requests(broker, request.topics, version >= 6, refused)
+    if wanted or (not order and group_refused == ErrorCode.NONE):
         answers.update(
             await broker.coordinator.offsets.commit(
                 request.group_id,

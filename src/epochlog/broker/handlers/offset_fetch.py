@@ -10,8 +10,10 @@ from typing import Any
 from kafka.protocol.consumer import OffsetFetchResponse
 
 from epochlog.broker.handlers.context import HandlerContext
+from epochlog.coordinator.offsets import FetchedOffset
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
+from epochlog.security.api_rules import allowed, refusal
 from epochlog.security.session import Session
 
 API = api(ApiKey.OFFSET_FETCH, 1, 8)
@@ -22,12 +24,34 @@ V8Topic = V8Group.OffsetFetchResponseTopics
 
 
 def _fetch_one(
-    broker: HandlerContext, group_id: str, topics: list[Any] | None, require_stable: bool
+    broker: HandlerContext,
+    session: Session,
+    group_id: str,
+    topics: list[Any] | None,
+    require_stable: bool,
 ) -> tuple[ErrorCode, dict]:
+    """A group's committed offsets: DESCRIBE on the group, and on each topic (a topic
+    named gets TOPIC_AUTHORIZATION_FAILED, one of "all" is left out), as Kafka answers."""
     wanted = None
     if topics is not None:
         wanted = [(t.name, p) for t in topics for p in t.partition_indexes or []]
-    return broker.coordinator.offsets.fetch(group_id, wanted, require_stable)
+    refused = refusal(broker.authorizer, session, ApiKey.OFFSET_FETCH, "group", group_id)
+    if refused != ErrorCode.NONE:
+        return refused, {key: FetchedOffset(-1, -1, "", refused) for key in wanted or []}
+    may = {
+        name: allowed(broker.authorizer, session, ApiKey.OFFSET_FETCH, "topic", name)
+        for name in {t.name for t in topics or []}
+    }
+    visible = [key for key in wanted if may[key[0]]] if wanted is not None else None
+    error, found = broker.coordinator.offsets.fetch(group_id, visible, require_stable)
+    if wanted is None:
+        return error, {
+            key: fetched
+            for key, fetched in found.items()
+            if allowed(broker.authorizer, session, ApiKey.OFFSET_FETCH, "topic", key[0])
+        }
+    refused_topic = FetchedOffset(-1, -1, "", ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    return error, {key: found.get(key, refused_topic) for key in wanted}
 
 
 def _by_topic(found: dict) -> dict[str, list[tuple[int, Any]]]:
@@ -44,7 +68,7 @@ async def handle(
     if version >= 8:
         groups = []
         for g in request.groups or []:
-            error, found = _fetch_one(broker, g.group_id, g.topics, stable)
+            error, found = _fetch_one(broker, session, g.group_id, g.topics, stable)
             topics = [
                 V8Topic(
                     name=name,
@@ -65,7 +89,7 @@ async def handle(
         return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
     # v1 has no null "all topics" and no top-level error: errors go per partition.
     topics_in = request.topics if version >= 2 or request.topics else []
-    error, found = _fetch_one(broker, request.group_id, topics_in, stable)
+    error, found = _fetch_one(broker, session, request.group_id, topics_in, stable)
     topics = [
         V7Topic(
             name=name,

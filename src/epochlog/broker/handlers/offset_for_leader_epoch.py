@@ -11,6 +11,7 @@ from epochlog.broker.handlers.context import HandlerContext
 from epochlog.broker.responses import error_code
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
+from epochlog.security.api_rules import allowed
 from epochlog.security.session import Session
 
 API = api(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, 4)
@@ -20,11 +21,18 @@ DEBUGGING_REPLICA_ID = -2
 
 
 def _end_offset(
-    broker: HandlerContext, replica_id: int, topic: str, wanted: Any, version: int
+    broker: HandlerContext,
+    replica_id: int,
+    topic: str,
+    wanted: Any,
+    version: int,
+    refused: ErrorCode,
 ) -> Any:
     answer = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset(
-        error_code=ErrorCode.NONE, partition=wanted.partition, leader_epoch=-1, end_offset=-1
+        error_code=refused, partition=wanted.partition, leader_epoch=-1, end_offset=-1
     )
+    if refused != ErrorCode.NONE:
+        return answer
     try:
         partition = broker.replica_manager.partition(topic, wanted.partition)
         # Consumers must ask the leader; a replica may answer another replica.
@@ -45,14 +53,31 @@ async def handle(
     broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
 ) -> Any:
     replica_id = request.replica_id if version >= 3 else CONSUMER_REPLICA_ID
-    topics = [
-        OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult(
-            topic=topic.topic,
-            partitions=[
-                _end_offset(broker, replica_id, topic.topic, p, version)
-                for p in topic.partitions or []
-            ],
+    # KIP-320's rule: a replica (any id but a consumer's) needs CLUSTER_ACTION on the
+    # cluster, and is refused as a whole; a client needs DESCRIBE on each topic.
+    cluster_refused = replica_id != CONSUMER_REPLICA_ID and not allowed(
+        broker.authorizer, session, ApiKey.OFFSET_FOR_LEADER_EPOCH, "replica"
+    )
+
+    def refused(topic: str) -> ErrorCode:
+        if cluster_refused:
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        if replica_id != CONSUMER_REPLICA_ID or allowed(
+            broker.authorizer, session, ApiKey.OFFSET_FOR_LEADER_EPOCH, "topic", topic
+        ):
+            return ErrorCode.NONE
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+    topics = []
+    for topic in request.topics or []:
+        code = refused(topic.topic)
+        topics.append(
+            OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult(
+                topic=topic.topic,
+                partitions=[
+                    _end_offset(broker, replica_id, topic.topic, p, version, code)
+                    for p in topic.partitions or []
+                ],
+            )
         )
-        for topic in request.topics or []
-    ]
     return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)

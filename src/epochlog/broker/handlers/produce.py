@@ -14,6 +14,7 @@ from epochlog.protocol.batch import read_header
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.protocol.record_validation import RecordErrors
 from epochlog.replication.replica_manager import ACKS_ALL, AckWait
+from epochlog.security.api_rules import allowed
 from epochlog.security.session import Session
 
 API = api(ApiKey.PRODUCE, 3, 9)
@@ -98,10 +99,23 @@ async def handle(
     acks = request.acks
     responses = []
     waits: list[tuple[Any, AckWait]] = []
+    txn_refused = request.transactional_id is not None and not allowed(
+        broker.authorizer, session, ApiKey.PRODUCE, "transactional_id", request.transactional_id
+    )
     for topic_data in request.topic_data or []:
         parts = []
+        topic_refused = not allowed(
+            broker.authorizer, session, ApiKey.PRODUCE, "topic", topic_data.name
+        )
         for p in topic_data.partition_data or []:
-            if acks not in (0, 1, ACKS_ALL):
+            if txn_refused:
+                # Kafka's answer: nothing of the request is appended.
+                parts.append(
+                    _partition_response(p.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                )
+            elif topic_refused:
+                parts.append(_partition_response(p.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            elif acks not in (0, 1, ACKS_ALL):
                 parts.append(_partition_response(p.index, ErrorCode.INVALID_REQUIRED_ACKS))
             elif request.transactional_id is None and _is_transactional(p.records):
                 # Kafka's answer: transactional records need a transactional id to be

@@ -8,6 +8,8 @@ from kafka.protocol.consumer import SyncGroupResponse
 
 from epochlog.broker.handlers.context import HandlerContext
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
+from epochlog.protocol.errors import ErrorCode
+from epochlog.security.api_rules import refusal
 from epochlog.security.session import Session
 
 API = api(ApiKey.SYNC_GROUP, 0, 5)
@@ -17,6 +19,15 @@ async def handle(
     broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
 ) -> Any:
     coordinator = broker.coordinator
+    refused = refusal(broker.authorizer, session, ApiKey.SYNC_GROUP, "group", request.group_id)
+    if refused != ErrorCode.NONE:
+        return SyncGroupResponse(
+            throttle_time_ms=0,
+            error_code=refused,
+            protocol_type=None,
+            protocol_name=None,
+            assignment=b"",
+        )
     error, assignment = await coordinator.membership.sync(
         request.group_id,
         request.generation_id,

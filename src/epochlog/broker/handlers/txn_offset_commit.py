@@ -13,6 +13,8 @@ from epochlog.broker.handlers.context import HandlerContext
 from epochlog.broker.handlers.offset_commit import commit_requests
 from epochlog.coordinator.store import TxnProducer
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
+from epochlog.protocol.errors import ErrorCode
+from epochlog.security.api_rules import allowed, refusal
 from epochlog.security.session import Session
 
 API = api(ApiKey.TXN_OFFSET_COMMIT, 0, 3)
@@ -24,7 +26,19 @@ _Partition = _Topic.TxnOffsetCommitResponsePartition
 async def handle(
     broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
 ) -> Any:
-    wanted, answers, order = commit_requests(broker, request.topics, version >= 2)
+    api = ApiKey.TXN_OFFSET_COMMIT
+    whole = refusal(broker.authorizer, session, api, "transactional_id", request.transactional_id)
+    if whole == ErrorCode.NONE:
+        whole = refusal(broker.authorizer, session, api, "group", request.group_id)
+
+    def refused(topic: str) -> ErrorCode:
+        if whole != ErrorCode.NONE:
+            return whole
+        if allowed(broker.authorizer, session, api, "topic", topic):
+            return ErrorCode.NONE
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+    wanted, answers, order = commit_requests(broker, request.topics, version >= 2, refused)
     if wanted:
         answers.update(
             await broker.coordinator.offsets.txn_commit(

@@ -16,6 +16,7 @@ from epochlog.coordinator.hashing import OFFSETS_TOPIC
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
 from epochlog.replication.replica_manager import AckWait
+from epochlog.security.api_rules import refusal
 from epochlog.security.session import Session
 
 API = api(ApiKey.WRITE_TXN_MARKERS, 1, 1)
@@ -32,6 +33,8 @@ async def handle(
     broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
 ) -> Any:
     rm = broker.replica_manager
+    # Only brokers (a transaction coordinator) write markers: CLUSTER_ACTION.
+    refused = refusal(broker.authorizer, session, ApiKey.WRITE_TXN_MARKERS, "cluster")
     answers: list[tuple[Any, str, int, Any, bool]] = []
     waits: list[tuple[Any, AckWait]] = []
     results = []
@@ -40,7 +43,10 @@ async def handle(
         for topic in marker.topics or []:
             parts = []
             for index in topic.partition_indexes or []:
-                answer = _PartitionResult(partition_index=index, error_code=ErrorCode.NONE)
+                answer = _PartitionResult(partition_index=index, error_code=refused)
+                if refused != ErrorCode.NONE:
+                    parts.append(answer)
+                    continue
                 try:
                     partition = rm.partition(topic.name, index)
                     partition.check_leader(-1)
