@@ -180,9 +180,12 @@ class Broker:
         self._background: asyncio.Task[None] | None = None
 
     def _brokers_identified(self) -> bool:
-        """Whether brokers reach each other with their certificate as principal, or the
-        anonymous principal they would have instead is a super user."""
+        """Whether brokers reach each other as a principal of their own (SASL's user,
+        or their certificate's), or the anonymous one they would have is a super user."""
         inter = self.config.listeners.inter_broker
+        served = {listener.name: listener for listener in self.config.listeners.served}
+        if inter in served and served[inter].is_sasl:
+            return True
         client_auth, _ = self.config.listener_setting(inter, "ssl.client.auth")
         if inter in self._listener_tls and client_auth != "none":
             return True
