@@ -6,6 +6,7 @@ epochlog topics ...        create, delete, list and describe topics
 epochlog groups ...        list and describe consumer groups (offsets with epochs, lag)
 epochlog records delete    move partitions' log start forward (kafka-delete-records.sh)
 epochlog status            leaders, epochs, ISR, high watermarks, replica logs
+epochlog console           a web console: brokers, partitions, groups, truncations, live
 epochlog quarantine ...    list, show and replay what truncations kept aside
 epochlog settings          every setting with its default (docs/settings.md)
 epochlog demo              the main job: a cluster, a PySpark pipeline, an unclean election
@@ -200,6 +201,29 @@ def _cmd_quarantine(args: argparse.Namespace) -> int:
     return _run(lambda: quarantine.replay(args.file, _client(args), args.topic, args.partition))
 
 
+async def _console(args: argparse.Namespace) -> None:
+    # aiohttp comes with the `console` extra: only this command needs it.
+    from epochlog.console import app as console_app
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await console_app.serve(
+        args.bootstrap_server, args.host, args.port, args.allow_actions, real_seams(), stop
+    )
+
+
+def _cmd_console(args: argparse.Namespace) -> int:
+    configure_logging(args.log_level)
+    try:
+        asyncio.run(_console(args))
+    except OSError as exc:  # the port is taken
+        print(f"epochlog console: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def _cmd_transactions(args: argparse.Namespace) -> int:
     client = _client(args)
     if args.action == "list":
@@ -300,6 +324,18 @@ def build_parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", help="per-partition leadership and offsets")
     _add_client_arguments(status)
     status.set_defaults(func=_cmd_status)
+
+    console = sub.add_parser("console", help="a web console over the admin API")
+    console.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP)
+    console.add_argument("--host", default="127.0.0.1")
+    console.add_argument("--port", type=int, default=8080, help="0: any free port")
+    console.add_argument(
+        "--allow-actions",
+        action="store_true",
+        help="enable quarantine replay (read-only without it)",
+    )
+    console.add_argument("--log-level", default="INFO")
+    console.set_defaults(func=_cmd_console)
 
     kept = sub.add_parser("quarantine", help="what truncations kept aside")
     kept.add_argument("action", choices=["list", "show", "replay"])
