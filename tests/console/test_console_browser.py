@@ -6,6 +6,7 @@ A screenshot of each page is kept (tmp dir and var/console-screenshots/)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from console_browser import (
@@ -21,10 +22,14 @@ from console_browser import (
 from console_browser import wait_for as wait_in
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.ui import WebDriverWait
+from test_console_http import quarantine_file
 
 from cluster.cluster_harness import eventually, running_cluster
 from epochlog.client.fetched import OffsetAndEpoch
 from epochlog.client.sync import Admin
+from support.broker import BrokerProcess
 
 TOPIC = "console"
 FIRST = [(b"first-%d" % i, b"on every replica") for i in range(5)]
@@ -38,9 +43,10 @@ SETTINGS = {"zookeeper.session.timeout.ms": "30000"}
 ROW = f'tr[data-partition="{TOPIC}-0"]'
 
 
-def first_row(driver: WebDriver) -> list[str]:
-    """The cells of the partition's row on the topics page ([] before it shows)."""
-    return (rows_of(driver, f"#topics {ROW}") or [[]])[0]
+def first_row(driver: WebDriver, css: str = f"#topics {ROW}") -> list[str]:
+    """The cells of the first row matching ``css`` ([] before it shows): by default the
+    partition's row on the topics page."""
+    return (rows_of(driver, css) or [[]])[0]
 
 
 def test_console_follows_elections_and_shows_the_truncation(tmp_path: Path) -> None:
@@ -50,10 +56,11 @@ def test_console_follows_elections_and_shows_the_truncation(tmp_path: Path) -> N
         chromium() as driver,
     ):
         controller = cluster.controller_id()
-        # The lagging replica is not the controller (its ISR shrink is served at once);
-        # the others lead in turn: first, then second after a forced leader change.
-        lagging = min(b for b in range(3) if b != controller)
-        first, second = [b for b in range(3) if b != lagging]
+        # The controller stays where it is until the unclean election: it serves the
+        # lagging replica's ISR shrink at once. The others lead in turn: first, then,
+        # after a forced leader change, second (the controller).
+        lagging, first = [b for b in range(3) if b != controller]
+        second = controller
         cluster.create_topic(
             TOPIC,
             assignment=[[first, second, lagging]],
@@ -186,4 +193,52 @@ def test_console_follows_elections_and_shows_the_truncation(tmp_path: Path) -> N
         screenshot(driver, tmp_path, "quarantine")
 
         assert driver.execute_script("return window.loadedOnce") == "still the first load"
+        assert severe_entries(driver) == []
+
+
+def test_replay_from_the_page_asks_first_and_writes_only_when_confirmed(
+    tmp_path: Path, broker_factory: Callable[..., BrokerProcess]
+) -> None:
+    broker = broker_factory()
+    admin = Admin({"bootstrap.servers": broker.bootstrap})
+    try:
+        admin.create_topic("replayed", 1, 1)
+    finally:
+        admin.close()
+    kept = tmp_path / "00000000000000000007.log"
+    kept.write_bytes(quarantine_file(3))
+    row = '#topics tr[data-partition="replayed-0"]'
+    with (
+        console_process(broker.bootstrap, tmp_path / "console.log", "--allow-actions") as url,
+        chromium() as driver,
+    ):
+        driver.get(url)
+        open_page(driver, "topics")
+        wait_in(driver, "the empty partition", lambda d: first_row(d, row)[8:9] == ["0"])
+        open_page(driver, "quarantine")
+        button = driver.find_element(By.ID, "replay-button")
+        wait_in(driver, "replay enabled", lambda d: button.is_enabled())
+        driver.find_element(By.ID, "replay-file").send_keys(str(kept))
+        driver.find_element(By.ID, "replay-topic").send_keys("replayed")
+        note = "#replay-note"
+
+        button.click()
+        question = WebDriverWait(driver, 30).until(expected_conditions.alert_is_present())
+        assert question.text == (
+            "Replay 3 records (offsets 7..9, epochs [3]) into replayed-0 as new records?"
+        )
+        question.dismiss()
+        wait_in(driver, "the cancellation", lambda d: text_of(d, note) == "replay cancelled")
+
+        button.click()
+        WebDriverWait(driver, 30).until(expected_conditions.alert_is_present()).accept()
+        wait_in(
+            driver,
+            "the replay's result",
+            lambda d: text_of(d, note) == "replayed 3 records into replayed-0",
+        )
+        screenshot(driver, tmp_path, "replay")
+        open_page(driver, "topics")
+        # Cancelled once, confirmed once: three records, not six.
+        wait_in(driver, "the replayed records", lambda d: first_row(d, row)[6:9] == ["3", "0", "3"])
         assert severe_entries(driver) == []

@@ -40,7 +40,9 @@ class Console:
     """The state the pages show: the last snapshot, what was observed over time, and
     whether actions are allowed."""
 
-    def __init__(self, admin: AsyncAdmin, seams: Seams, bootstrap: str, allow_actions: bool):
+    def __init__(
+        self, admin: AsyncAdmin, seams: Seams, bootstrap: str, allow_actions: bool
+    ) -> None:
         self.seams = seams
         self.allow_actions = allow_actions
         self.snapshotter = Snapshotter(admin, seams.clock)
@@ -120,7 +122,7 @@ async def _events(request: web.Request) -> web.StreamResponse:
         while True:
             await stream.write(f"data: {json.dumps(console.state())}\n\n".encode())
             await console.updated.wait(console.seams.clock, STREAM_HEARTBEAT_S)
-    except (ConnectionResetError, asyncio.CancelledError):
+    except ConnectionResetError:  # the page went away
         return stream
 
 

@@ -17,6 +17,7 @@ from epochlog.client.admin import (
     AsyncAdmin,
     ClusterInfo,
     PartitionInfo,
+    TopicInfo,
 )
 from epochlog.client.errors import ClientError, TopicPartition
 from epochlog.protocol.errors import KafkaError
@@ -61,23 +62,12 @@ class Snapshotter:
     async def take(self) -> dict[str, Any]:
         """One JSON-ready view of the cluster: brokers, partitions with offsets, groups."""
         cluster = await self._cluster()
-        topics = []
-        for topic in sorted(cluster.topics.values(), key=lambda t: t.name):
-            if topic.name.startswith(INTERNAL_PREFIX):
-                continue
-            partitions = await asyncio.gather(
-                *(self._partition(cluster, topic.name, p) for p in topic.partitions)
-            )
-            for entry in partitions:
-                await self._previous_epoch_end(str(topic.topic_id), topic.name, entry)
-            topics.append(
-                {
-                    "name": topic.name,
-                    "topic_id": str(topic.topic_id),
-                    "error": topic.error,
-                    "partitions": list(partitions),
-                }
-            )
+        shown = [
+            t
+            for t in sorted(cluster.topics.values(), key=lambda t: t.name)
+            if not t.name.startswith(INTERNAL_PREFIX)
+        ]
+        topics = list(await asyncio.gather(*(self._topic(cluster, t) for t in shown)))
         high_watermarks = {
             (t["name"], p["partition"]): p.get("high_watermark")
             for t in topics
@@ -93,6 +83,19 @@ class Snapshotter:
             ],
             "topics": topics,
             "groups": await self._groups(high_watermarks),
+        }
+
+    async def _topic(self, cluster: ClusterInfo, topic: TopicInfo) -> dict[str, Any]:
+        partitions = await asyncio.gather(
+            *(self._partition(cluster, topic.name, p) for p in topic.partitions)
+        )
+        for entry in partitions:
+            await self._previous_epoch_end(str(topic.topic_id), topic.name, entry)
+        return {
+            "name": topic.name,
+            "topic_id": str(topic.topic_id),
+            "error": topic.error,
+            "partitions": list(partitions),
         }
 
     async def _offset(self, broker: int, tp: tuple[str, int], at: int, replica: int) -> int | str:

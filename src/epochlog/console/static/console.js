@@ -94,7 +94,7 @@ function renderQuarantine(state) {
       cell(`${t.first_offset}..${t.last_offset}`, "offsets"), cell(t.records, "num"),
       cell(t.epoch ?? "-"))));
   document.getElementById("replay-button").disabled = !state.allow_actions;
-  document.getElementById("replay-note").textContent = state.allow_actions
+  document.getElementById("replay-mode").textContent = state.allow_actions
     ? "Replay writes the file's records again, as new records, after a confirmation."
     : "Read-only console: start it with --allow-actions to replay.";
 }
@@ -146,11 +146,22 @@ function showPage() {
   }
 }
 
+async function post(url, body) {
+  // Every answer of the console's actions is JSON; anything else is shown as it came.
+  const response = await fetch(url, { method: "POST", body });
+  const text = await response.text();
+  try {
+    return { ok: response.ok, answer: JSON.parse(text) };
+  } catch {
+    return { ok: false, answer: { error: `${response.status} ${text}` } };
+  }
+}
+
 async function replay(event) {
   event.preventDefault();
   const note = document.getElementById("replay-note");
-  const proposed = await fetch("/api/replay", { method: "POST", body: new FormData(event.target) });
-  const summary = await proposed.json();
+  const proposed = await post("/api/replay", new FormData(event.target));
+  const summary = proposed.answer;
   if (!proposed.ok) {
     note.textContent = `refused: ${summary.error}`;
     return;
@@ -162,9 +173,8 @@ async function replay(event) {
     note.textContent = "replay cancelled";
     return;
   }
-  const done = await fetch(`/api/replay/${summary.token}/confirm`, { method: "POST" });
-  const answer = await done.json();
-  note.textContent = done.ok ? answer.result : `failed: ${answer.error}`;
+  const done = await post(`/api/replay/${summary.token}/confirm`);
+  note.textContent = done.ok ? done.answer.result : `failed: ${done.answer.error}`;
 }
 
 window.addEventListener("hashchange", showPage);
