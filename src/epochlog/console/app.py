@@ -170,8 +170,8 @@ def build_app(console: Console) -> web.Application:
 async def serve(
     bootstrap: str, host: str, port: int, allow_actions: bool, seams: Seams, stop: asyncio.Event
 ) -> None:
-    """Serve the console until ``stop`` is set; prints the URL it listens on (port 0
-    picks a free one)."""
+    """Serve the console until ``stop`` is set (or raise what stopped its poller);
+    prints the URL it listens on (port 0 picks a free one)."""
     admin = AsyncAdmin({"bootstrap.servers": bootstrap}, seams)
     console = Console(admin, seams, bootstrap, allow_actions)
     runner = web.AppRunner(build_app(console), shutdown_timeout=1.0)
@@ -183,7 +183,11 @@ async def serve(
         bound_host, bound_port = runner.addresses[0][:2]
         mode = "actions allowed" if allow_actions else "read-only"
         print(f"epochlog console on http://{bound_host}:{bound_port}/ ({mode})", flush=True)
-        await stop.wait()
+        stopped = asyncio.ensure_future(stop.wait())
+        await asyncio.wait({poller, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        stopped.cancel()
+        if poller.done():  # a poller that died would leave every page stale: say so
+            poller.result()
     finally:
         poller.cancel()
         await asyncio.gather(poller, return_exceptions=True)
