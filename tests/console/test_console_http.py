@@ -29,10 +29,11 @@ def run_console(
 
     async def main() -> None:
         seams = real_seams()
-        admin = AsyncAdmin({"bootstrap.servers": broker.bootstrap}, seams)
+        client = {"bootstrap.servers": broker.bootstrap}
+        admin = AsyncAdmin(client, seams)
         if TOPIC not in (await admin.describe_cluster()).topics:  # the module's first test
             await admin.create_topic(TOPIC, 1, 1)
-        console = Console(admin, seams, broker.bootstrap, allow_actions)
+        console = Console(admin, seams, client, allow_actions)
         deadline = seams.clock.monotonic() + 30
         while not served(console):
             assert seams.clock.monotonic() < deadline, f"{TOPIC} not served: {console.state()}"

@@ -210,7 +210,7 @@ async def _console(args: argparse.Namespace) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await console_app.serve(
-        args.bootstrap_server, args.host, args.port, args.allow_actions, real_seams(), stop
+        _client(args), args.host, args.port, args.allow_actions, real_seams(), stop
     )
 
 
@@ -218,7 +218,7 @@ def _cmd_console(args: argparse.Namespace) -> int:
     configure_logging(args.log_level)
     try:
         asyncio.run(_console(args))
-    except OSError as exc:  # the port is taken
+    except OSError as exc:  # the port is taken, or the --command-config file missing
         print(f"epochlog console: {exc}", file=sys.stderr)
         return 1
     return 0
@@ -326,7 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
     status.set_defaults(func=_cmd_status)
 
     console = sub.add_parser("console", help="a web console over the admin API")
-    console.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP)
+    _add_client_arguments(console, json_out=False)
     console.add_argument("--host", default="127.0.0.1")
     console.add_argument("--port", type=int, default=8080, help="0: any free port")
     console.add_argument(

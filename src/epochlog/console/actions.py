@@ -6,6 +6,7 @@ click or by a stray request."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,9 +32,9 @@ class Proposal:
 class Replays:
     """Proposed replays waiting for their confirmation."""
 
-    def __init__(self, seams: Seams, bootstrap: str) -> None:
+    def __init__(self, seams: Seams, client: Mapping[str, str]) -> None:
         self.seams = seams
-        self.bootstrap = bootstrap
+        self.client = client  # the console's client settings: the replay's producer's
         self._proposals: dict[str, Proposal] = {}
 
     def propose(self, data: bytes, topic: str, partition: int) -> dict[str, Any]:
@@ -70,7 +71,7 @@ class Replays:
             raise KeyError(token)
         return await replay_records(
             proposal.records,
-            {"bootstrap.servers": self.bootstrap},
+            self.client,
             self.seams,
             proposal.topic,
             proposal.partition,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from importlib import resources
 from typing import Any
 
@@ -41,13 +41,13 @@ class Console:
     whether actions are allowed."""
 
     def __init__(
-        self, admin: AsyncAdmin, seams: Seams, bootstrap: str, allow_actions: bool
+        self, admin: AsyncAdmin, seams: Seams, client: Mapping[str, str], allow_actions: bool
     ) -> None:
         self.seams = seams
         self.allow_actions = allow_actions
         self.snapshotter = Snapshotter(admin, seams.clock)
         self.history = History()
-        self.replays = Replays(seams, bootstrap)
+        self.replays = Replays(seams, client)
         self.snapshot: dict[str, Any] | None = None
         self.error: str | None = None
         self.updated = Signal()
@@ -168,12 +168,18 @@ def build_app(console: Console) -> web.Application:
 
 
 async def serve(
-    bootstrap: str, host: str, port: int, allow_actions: bool, seams: Seams, stop: asyncio.Event
+    client: Mapping[str, str],
+    host: str,
+    port: int,
+    allow_actions: bool,
+    seams: Seams,
+    stop: asyncio.Event,
 ) -> None:
     """Serve the console until ``stop`` is set (or raise what stopped its poller);
-    prints the URL it listens on (port 0 picks a free one)."""
-    admin = AsyncAdmin({"bootstrap.servers": bootstrap}, seams)
-    console = Console(admin, seams, bootstrap, allow_actions)
+    prints the URL it listens on (port 0 picks a free one). ``client``: the admin
+    client's settings (``bootstrap.servers``, security)."""
+    admin = AsyncAdmin(client, seams)
+    console = Console(admin, seams, client, allow_actions)
     runner = web.AppRunner(build_app(console), shutdown_timeout=1.0)
     await runner.setup()
     poller = asyncio.ensure_future(console.poll_forever())
