@@ -33,7 +33,6 @@ STATIC = {
     "console.js": "text/javascript",
     "console.css": "text/css",
 }
-CONSOLE_KEY = web.AppKey("console", "Console")
 
 
 class Console:
@@ -79,6 +78,7 @@ class Console:
         }
 
 
+CONSOLE_KEY = web.AppKey("console", Console)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
