@@ -15,7 +15,7 @@ from epochlog.client.admin import AsyncAdmin
 from epochlog.console.app import Console, build_app
 from epochlog.protocol.records import build_batch
 from epochlog.seams.real import real_seams
-from support.broker import BrokerProcess
+from support.broker import BrokerProcess, free_port
 
 TOPIC = "console-http"
 
@@ -141,3 +141,23 @@ def test_replay_writes_only_after_confirmation(module_broker: BrokerProcess) -> 
         assert (await client.post(f"/api/replay/{summary['token']}/confirm")).status == 404
 
     run_console(module_broker, True, check)
+
+
+def test_an_unreachable_cluster_is_reported_not_hidden() -> None:
+    async def main() -> None:
+        seams = real_seams()
+        client = {"bootstrap.servers": f"127.0.0.1:{free_port()}", "request.timeout.ms": "1000"}
+        admin = AsyncAdmin(client, seams)
+        console = Console(admin, seams, client, False)
+        await console.poll_once()
+        server = TestClient(TestServer(build_app(console)))
+        await server.start_server()
+        try:
+            state = await (await server.get("/api/state")).json()
+            assert state["snapshot"] is None
+            assert "no broker answered Metadata: the bootstrap servers: " in state["error"]
+        finally:
+            await server.close()
+            await admin.close()
+
+    asyncio.run(main())

@@ -56,7 +56,8 @@ class Snapshotter:
                 self._preferred, self._known = broker, sorted(cluster.brokers)
                 return cluster
             except FAILURES as exc:
-                errors.append(f"broker {broker}: {exc or type(exc).__name__}")
+                asked = "the bootstrap servers" if broker is None else f"broker {broker}"
+                errors.append(f"{asked}: {exc or type(exc).__name__}")
         raise ConnectionError("no broker answered Metadata: " + "; ".join(errors))
 
     async def take(self) -> dict[str, Any]:
