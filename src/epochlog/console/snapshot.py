@@ -50,7 +50,7 @@ class Snapshotter:
         order: list[int | None] = [self._preferred] if self._preferred in self._known else []
         order += [b for b in self._known if b != self._preferred]
         errors = []
-        for broker in order or [None]:
+        for broker in [*order, None]:  # at last the bootstrap servers
             try:
                 cluster = await self._bounded(self.admin.describe_cluster(via=broker))
                 self._preferred, self._known = broker, sorted(cluster.brokers)
