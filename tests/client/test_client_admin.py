@@ -97,6 +97,12 @@ def test_cluster_and_offsets_carry_leader_epochs(tmp_path: Path) -> None:
             assert await admin.list_offsets({TP: 1_001}) == {TP: OffsetAndTimestamp(1, 1_001, 0)}
             assert await admin.list_offsets({TP: 2_000}) == {TP: OffsetAndTimestamp(2, 3_000, 4)}
             assert await admin.list_offsets({TP: 9_000}) == {TP: None}
+            # KIP-320's question to one broker: where an epoch ends on it.
+            assert await admin.epoch_end_offset(0, "t", 0, 0) == (0, 2)
+            assert await admin.epoch_end_offset(0, "t", 0, 3) == (0, 2)
+            assert await admin.epoch_end_offset(0, "t", 0, 4) == (4, 3)
+            asked = await admin.describe_cluster(["t"], via=0)
+            assert (asked.racks, asked.topics["t"].partitions) == ({0: None}, [p0])
             with pytest.raises(KafkaClientError, match="UNKNOWN_TOPIC_OR_PARTITION"):
                 await AsyncAdmin(
                     {"bootstrap.servers": bootstrap(broker), "request.timeout.ms": 300},

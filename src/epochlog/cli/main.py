@@ -7,6 +7,7 @@ epochlog groups ...        list and describe consumer groups (offsets with epoch
 epochlog records delete    move partitions' log start forward (kafka-delete-records.sh)
 epochlog status            leaders, epochs, ISR, high watermarks, replica logs
 epochlog users ...         add, list and remove SCRAM users
+epochlog console           a web console: brokers, partitions, groups, truncations, live
 epochlog quarantine ...    list, show and replay what truncations kept aside
 epochlog acls ...          add, list and remove ACLs (kafka-acls.sh's options)
 epochlog settings          every setting with its default (docs/settings.md)
@@ -203,6 +204,29 @@ def _cmd_quarantine(args: argparse.Namespace) -> int:
     return _run(lambda: quarantine.replay(args.file, _client(args), args.topic, args.partition))
 
 
+async def _console(args: argparse.Namespace) -> None:
+    # aiohttp comes with the `console` extra: only this command needs it.
+    from epochlog.console import app as console_app
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await console_app.serve(
+        _client(args), args.host, args.port, args.allow_actions, real_seams(), stop
+    )
+
+
+def _cmd_console(args: argparse.Namespace) -> int:
+    configure_logging(args.log_level)
+    try:
+        asyncio.run(_console(args))
+    except OSError as exc:  # the port is taken, or the --command-config file missing
+        print(f"epochlog console: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def _cmd_transactions(args: argparse.Namespace) -> int:
     client = _client(args)
     if args.action == "list":
@@ -313,6 +337,18 @@ def build_parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", help="per-partition leadership and offsets")
     _add_client_arguments(status)
     status.set_defaults(func=_cmd_status)
+
+    console = sub.add_parser("console", help="a web console over the admin API")
+    _add_client_arguments(console, json_out=False)
+    console.add_argument("--host", default="127.0.0.1")
+    console.add_argument("--port", type=int, default=8080, help="0: any free port")
+    console.add_argument(
+        "--allow-actions",
+        action="store_true",
+        help="enable quarantine replay (read-only without it)",
+    )
+    console.add_argument("--log-level", default="INFO")
+    console.set_defaults(func=_cmd_console)
 
     kept = sub.add_parser("quarantine", help="what truncations kept aside")
     kept.add_argument("action", choices=["list", "show", "replay"])

@@ -32,6 +32,7 @@ from epochlog.client.lookup import (
     OffsetAndTimestamp,
     list_offsets,
     list_offsets_request,
+    offsets_for_leader_epoch_request,
 )
 from epochlog.client.metadata import Cluster
 from epochlog.client.security import client_network
@@ -69,6 +70,7 @@ class ClusterInfo:
     controller_id: int
     brokers: dict[int, tuple[str, int]]
     topics: dict[str, TopicInfo] = field(default_factory=dict)
+    racks: dict[int, str | None] = field(default_factory=dict)
 
 
 DELETE_RECORDS_VERSION = 2
@@ -115,7 +117,11 @@ class AsyncAdmin(GroupAdmin, TransactionAdmin, UserAdmin, AclAdmin):
     async def broker(self, broker_id: int) -> BrokerConnection:
         return await self._connection(self._brokers[broker_id])
 
-    async def describe_cluster(self, topics: list[str] | None = None) -> ClusterInfo:
+    async def describe_cluster(
+        self, topics: list[str] | None = None, via: int | None = None
+    ) -> ClusterInfo:
+        """Brokers, controller and topics as one broker sees them; ``via`` names the
+        broker to ask (a tool that watches can move on from one that stopped answering)."""
         request = MetadataRequest(
             topics=None
             if topics is None
@@ -123,9 +129,15 @@ class AsyncAdmin(GroupAdmin, TransactionAdmin, UserAdmin, AclAdmin):
             allow_auto_topic_creation=False,
             include_topic_authorized_operations=False,
         )
-        response = await (await self._any()).send(request, 12)
+        conn = await (self._any() if via is None else self.broker(via))
+        response = await conn.send(request, 12)
         self._brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
-        info = ClusterInfo(response.cluster_id, response.controller_id, dict(self._brokers))
+        info = ClusterInfo(
+            response.cluster_id,
+            response.controller_id,
+            dict(self._brokers),
+            racks={b.node_id: b.rack for b in response.brokers},
+        )
         for topic in response.topics:
             info.topics[topic.name] = TopicInfo(
                 topic.name,
@@ -247,6 +259,20 @@ class AsyncAdmin(GroupAdmin, TransactionAdmin, UserAdmin, AclAdmin):
         answer: Any = response.topics[0].partitions[0]
         _raise_for(answer.error_code, f"{topic}-{partition} on broker {broker_id}")
         return answer.offset, answer.leader_epoch
+
+    async def epoch_end_offset(
+        self, broker_id: int, topic: str, partition: int, leader_epoch: int
+    ) -> tuple[int, int]:
+        """OffsetsForLeaderEpoch (KIP-320) to one broker: (the largest epoch it holds at
+        or below ``leader_epoch``, that epoch's end offset). Asked of a new leader for the
+        previous epoch, it is where replicas that held more diverged from it."""
+        request = offsets_for_leader_epoch_request(
+            {TopicPartition(topic, partition): (-1, leader_epoch)}
+        )
+        response = await (await self.broker(broker_id)).send(request, 4)
+        answer: Any = response.topics[0].partitions[0]
+        _raise_for(answer.error_code, f"{topic}-{partition} on broker {broker_id}")
+        return answer.leader_epoch, answer.end_offset
 
     async def list_offsets(
         self, specs: Mapping[TopicPartition | tuple[str, int], int], isolation_level: int = 0

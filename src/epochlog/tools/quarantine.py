@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from epochlog.client.producer import AsyncProducer
 from epochlog.protocol.batch import read_header
-from epochlog.protocol.records import iter_records
+from epochlog.protocol.records import Record, iter_records
+from epochlog.seams import Seams
 from epochlog.seams.real import OsDisk, RealClock, real_seams
 from epochlog.storage.quarantine import QUARANTINE_DIR, Quarantine
 from epochlog.tools.terminal import progress
@@ -47,7 +48,11 @@ def format_entries(found: list[dict[str, Any]]) -> str:
 
 def batches(path: str) -> list[bytes]:
     with open(path, "rb") as f:
-        data = f.read()
+        return batches_in(f.read())
+
+
+def batches_in(data: bytes) -> list[bytes]:
+    """The record batches of a quarantine file's bytes (wherever they were read)."""
     out, pos = [], 0
     while pos + 61 <= len(data):
         header = read_header(data, pos)
@@ -76,26 +81,38 @@ def show(path: str) -> str:
 
 
 async def replay(path: str, client: Mapping[str, str], topic: str, partition: int) -> str:
-    """Produce the kept records again through the partition's leader (acks=all,
-    idempotent), keeping keys, values, headers and timestamps; they get new offsets.
-    A bar shows the records acknowledged so far."""
+    """Produce the kept records of a quarantine file again; a bar shows the records
+    acknowledged so far."""
     kept = [list(iter_records(batch)) for batch in batches(path)]
-    producer = AsyncProducer(dict(client), real_seams())
+    with progress(f"replay into {topic}-{partition}", sum(map(len, kept))) as advance:
+        return await replay_records(kept, client, real_seams(), topic, partition, advance)
+
+
+async def replay_records(
+    kept: list[list[Record]],
+    client: Mapping[str, str],
+    seams: Seams,
+    topic: str,
+    partition: int,
+    advance: Callable[[int], object] = lambda _: None,
+) -> str:
+    """Produce kept records (per batch) again through the partition's leader (acks=all,
+    idempotent), keeping keys, values, headers and timestamps; they get new offsets."""
+    producer = AsyncProducer(dict(client), seams)
     count = 0
     try:
-        with progress(f"replay into {topic}-{partition}", sum(map(len, kept))) as advance:
-            for records in kept:
-                sent = await producer.send_many(
-                    topic,
-                    [r.value for r in records],
-                    keys=[r.key for r in records],
-                    partition=partition,
-                    headers=[r.headers for r in records],
-                    timestamps=[r.timestamp for r in records],
-                )
-                await sent.future
-                count += len(records)
-                advance(len(records))
+        for records in kept:
+            sent = await producer.send_many(
+                topic,
+                [r.value for r in records],
+                keys=[r.key for r in records],
+                partition=partition,
+                headers=[r.headers for r in records],
+                timestamps=[r.timestamp for r in records],
+            )
+            await sent.future
+            count += len(records)
+            advance(len(records))
     finally:
         await producer.close()
     return f"replayed {count} records into {topic}-{partition}"
