@@ -1,7 +1,8 @@
 """The Spark driver of test_standalone_cluster.py, a process of its own: it runs every
 policy's query of the truncation story (``truncation_story.run_policies``) on a Spark
 standalone cluster and writes what happened as JSON, with what the executors' Python
-workers are (their process ids and which epochlog they imported).
+workers are (their processes, the processes above them, and which epochlog they
+import).
 
     python standalone_driver.py MASTER BASE BOOTSTRAP TOPICS_JSON RESULT_JSON
 """
@@ -31,11 +32,22 @@ EXECUTOR_CONF = {
 }
 
 
-def python_worker(_: int) -> tuple[int, str]:
-    """Run in an executor's Python worker: who it is and which epochlog it imports."""
+def ancestors(pid: int) -> list[int]:
+    """The process ids above ``pid`` up to init, from /proc."""
+    out = []
+    while pid > 1:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        pid = int(stat.rsplit(")", 1)[1].split()[1])  # the field after the state: ppid
+        out.append(pid)
+    return out
+
+
+def python_worker(_: int) -> tuple[int, list[int], str]:
+    """Run in an executor's Python worker: its process id, the processes above it, and
+    which epochlog it imports."""
     import epochlog as imported
 
-    return os.getpid(), str(Path(imported.__file__).resolve())
+    return os.getpid(), ancestors(os.getpid()), str(Path(imported.__file__).resolve())
 
 
 def main() -> int:

@@ -2,8 +2,9 @@
 started from PySpark's own ``bin/spark-class`` (pip's PySpark ships no
 ``sbin/start-master.sh``; ``spark-class`` is what those scripts run), on loopback ports
 with their own work and log folders. Each runs in its own process group, so teardown
-also ends the executors and Python workers a worker started. A missing Java or PySpark
-makes the test fail, never skip."""
+also ends the executors a worker started (PySpark's daemon of Python workers, in a
+group of its own, ends when its executor does). A missing Java or PySpark makes the
+test fail, never skip."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ SPARK_HOME = Path(pyspark.__file__).resolve().parent
 # Start-up reads jars and binds ports; a bound against hangs, not a judgement of speed.
 START_BOUND_S = 120.0
 STOP_BOUND_S = 30.0
+MASTER = "org.apache.spark.deploy.master.Master"
+WORKER = "org.apache.spark.deploy.worker.Worker"
 
 
 class SparkDaemon:
@@ -106,29 +109,16 @@ class SparkStandalone:
     def __init__(self, base: Path, workers: int = 2, worker_memory: str = "1g") -> None:
         self.base = base
         self.port = free_port()
-        self.master = SparkDaemon(
-            "master",
-            "org.apache.spark.deploy.master.Master",
-            [
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                "--webui-port",
-                str(ui := free_port()),
-            ],
-            base / "master",
-            ui,
-        )
+        master_ui = free_port()
+        args = ["--host", "127.0.0.1", "--port", str(self.port), "--webui-port", str(master_ui)]
+        self.master = SparkDaemon("master", MASTER, args, base / "master", master_ui)
         self.workers = []
         for i in range(workers):
             ui = free_port()
             work = base / f"worker{i}"
             args = ["--host", "127.0.0.1", "--webui-port", str(ui), "--cores", "1"]
             args += ["--memory", worker_memory, "--work-dir", str(work / "work"), self.url]
-            self.workers.append(
-                SparkDaemon(f"worker{i}", "org.apache.spark.deploy.worker.Worker", args, work, ui)
-            )
+            self.workers.append(SparkDaemon(f"worker{i}", WORKER, args, work, ui))
 
     @property
     def url(self) -> str:

@@ -83,13 +83,13 @@ def build_session(
     app_name: str,
     log_level: str = "WARN",
     conf: Mapping[str, str] | None = None,
-    master: str | None = "local[2]",
+    master: str = "local[2]",
 ) -> Any:
-    """A SparkSession on ``master``: ``local[2]`` by default (``local[2,2]`` retries a
-    failed task once), a cluster's URL (``spark://HOST:7077``), or None for what
-    ``spark-submit --master`` or ``spark-defaults.conf`` say. UI off, few shuffle
-    partitions; a local driver binds to loopback (executors elsewhere must reach it, so
-    a cluster's driver keeps Spark's default host). Python workers run this interpreter
+    """A SparkSession on ``master`` (Spark's ``spark.master``): ``local[2]`` by default
+    (``local[2,2]`` retries a failed task once) or a cluster's URL
+    (``spark://HOST:7077``). UI off, few shuffle partitions; a local driver binds to
+    loopback (executors elsewhere must reach it, so a cluster's driver keeps Spark's
+    default host). Python workers run this interpreter
     (through ``worker_python()``) so they import epochlog and pyspark_epochlog: the
     executors' (``PYSPARK_PYTHON``) and the driver's, which answer the source's offset
     calls (``PYSPARK_DRIVER_PYTHON``). Values already set are kept."""
@@ -99,18 +99,17 @@ def build_session(
     from pyspark.sql import SparkSession
 
     builder = (
-        SparkSession.builder.appName(app_name)
+        SparkSession.builder.master(master)
+        .appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.default.parallelism", "2")
     )
-    if master is not None:
-        builder = builder.master(master)
-        if master.startswith("local"):
-            builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config(
-                "spark.driver.host", "127.0.0.1"
-            )
+    if master.startswith("local"):
+        builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config(
+            "spark.driver.host", "127.0.0.1"
+        )
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
