@@ -22,7 +22,7 @@ from support.spark_standalone import SparkStandalone
 
 HERE = Path(__file__).resolve().parent
 # A hang guard on one driver run (four queries); never a judgement of speed.
-DRIVER_BOUND_S = 900
+DRIVER_BOUND_S = 400
 
 
 class StandaloneDriver:
