@@ -10,7 +10,7 @@ confluent-kafka). Each run times:
 3. parquet: ``spark.read.parquet`` of the same rows (written once, in this run, from a
    batch read of the topic) into ``noop``.
 
-All on the same ``local[2]`` session (``epochlog.spark.session.local_session``, as the
+All on the same ``local[2]`` session (``epochlog.spark.session.build_session``, as the
 demo and tests run Spark), after one untimed run of each. Medians of --runs runs and
 their ratio (target >= 0.5). ``--sink`` also times the epochlog sink writing the rows
 to a second topic.
@@ -33,7 +33,7 @@ from memory_source import MemorySource
 from pyspark.cloudpickle import register_pickle_by_value
 from pyspark.sql import DataFrame, SparkSession
 
-from epochlog.spark.session import local_session
+from epochlog.spark.session import build_session
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from support.clients import create_topic  # noqa: E402
@@ -174,7 +174,7 @@ def main() -> None:
             create_topic(broker.bootstrap, topic, args.partitions)
             produced = produce(broker.bootstrap, topic, args.records)
             print(f"produced {args.records:,} records of {VALUE_BYTES} B: {produced:,.0f} rec/s")
-            spark = local_session("epochlog-bench-spark-read")
+            spark = build_session("epochlog-bench-spark-read")
             try:
                 parquet = base / "rows.parquet"
                 (

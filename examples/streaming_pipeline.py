@@ -9,6 +9,10 @@ runtime; no Spark Kafka jar: ``format("epochlog")`` is found by Spark on its own
         --checkpoint var/pipeline/checkpoint --output var/pipeline/output \\
         --on-truncation closest
 
+On a Spark standalone cluster (``--master spark://HOST:7077``), the checkpoint and the
+output must be on storage the driver and every worker see (a shared volume, HDFS, S3):
+the executors write the parquet files, the driver the checkpoint.
+
 Exactly once: Spark replays an unfinished micro-batch after a crash from the
 checkpoint, and the epochlog source plans the replay exactly as before (its end
 offsets, with any truncation decision, are in the checkpoint). Each batch is written
@@ -34,15 +38,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from collections.abc import Callable
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from epochlog.spark.session import worker_python
+from epochlog.spark.session import build_session
 
 EVENT_SCHEMA = "id string, user string, amount long, produced_at long"
 
@@ -96,6 +99,11 @@ def main() -> int:
     parser.add_argument(
         "--on-truncation", choices=["fail", "earliest", "latest", "closest"], default="closest"
     )
+    parser.add_argument(
+        "--master",
+        default="local[2]",
+        help="Spark master: local[N], or a standalone cluster's spark://HOST:7077",
+    )
     parser.add_argument("--trigger-seconds", type=float, default=2.0)
     parser.add_argument("--max-offsets-per-trigger", type=int, default=None)
     parser.add_argument(
@@ -103,19 +111,10 @@ def main() -> int:
     )
     args = parser.parse_args()
 
-    # Spark's Python workers must import epochlog: run them on this interpreter, through
-    # a launcher that imports the installed PySpark (see epochlog.spark.session).
-    os.environ.setdefault("PYSPARK_PYTHON", worker_python())
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", worker_python())
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("epochlog-pipeline")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("WARN")
+    # Spark's Python workers must import epochlog: build_session runs them on this
+    # interpreter, through a launcher that imports the installed PySpark (see
+    # epochlog.spark.session). On a cluster, every worker host needs epochlog installed.
+    spark = build_session("epochlog-pipeline", master=args.master)
 
     reader = (
         spark.readStream.format("epochlog")

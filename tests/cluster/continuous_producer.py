@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import confluent_kafka as ck
+
+from support.records import Got
 
 # At most this many records produced and not yet reported, so a stop drains quickly.
 MAX_IN_FLIGHT = 2000
@@ -110,3 +114,26 @@ class ContinuousProducer:
     def reports(self) -> list[Delivery]:
         with self._lock:
             return list(self._reports)
+
+
+def check_log_holds_exactly_the_acknowledged(
+    reports: Sequence[Delivery], got: Sequence[Got]
+) -> None:
+    """No delivery failed, each key was reported once, and the log read back from its
+    start holds every acknowledged record at its acknowledged offset, once, and
+    nothing else (offsets dense from 0)."""
+    errors = [d for d in reports if d.error is not None]
+    assert not errors, f"{len(errors)} delivery errors, first: {errors[:3]}"
+    acked = {d.key: d.offset for d in reports}
+    assert len(acked) == len(reports), "a key was reported twice"
+    counts = Counter(g.key for g in got)
+    duplicated = [k for k, n in counts.items() if n > 1]
+    assert not duplicated, f"{len(duplicated)} keys stored twice, first: {duplicated[:3]}"
+    by_offset = {g.offset: g.key for g in got}
+    lost = [(k, o) for k, o in acked.items() if by_offset.get(o) != k]
+    assert not lost, (
+        f"{len(lost)} of {len(acked)} acknowledged records are not at their acknowledged"
+        f" offset, first: {sorted(lost, key=lambda x: x[1])[:3]}"
+    )
+    assert sorted(by_offset) == list(range(len(got)))
+    assert len(got) == len(acked)

@@ -13,6 +13,7 @@ from metastore_harness import ManualClock, wait_until
 
 from epochlog.metastore import MetastoreError, NoNodeError, open_metastore
 from epochlog.metastore.memory import drop_memory_store
+from epochlog.metastore.zk import parse_hosts
 from epochlog.seams.real import RealClock
 from epochlog.settings.broker import BROKER
 from support.zookeeper import ZooKeeperServer
@@ -206,6 +207,21 @@ def test_bad_uris_are_refused(uri: str) -> None:
             await open_metastore(uri, ManualClock())
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(
+    ("rest", "hosts", "chroot"),
+    [
+        ("h1:1,h2:2,h3:3/epochlog", "h1:1,h2:2,h3:3", "/epochlog"),
+        ("h1:1,h2:2/a/b/", "h1:1,h2:2", "/a/b"),
+        ("h1:1,h2:2", "h1:1,h2:2", ""),
+    ],
+)
+def test_a_zk_uri_names_an_ensemble_by_one_connect_string(
+    rest: str, hosts: str, chroot: str
+) -> None:
+    """What a many-host deployment passes: every server, then the chroot."""
+    assert parse_hosts(rest) == (hosts, chroot)
 
 
 def test_invalid_paths_are_refused(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cluster"))
 from cluster_harness import Cluster, running_cluster  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 
-from epochlog.spark.session import local_session, worker_python  # noqa: E402
+from epochlog.spark.session import build_session, worker_python  # noqa: E402
 from support.broker import BrokerProcess  # noqa: E402
 
 # Settings of the shared broker: topics are created by the tests, unclean election is
@@ -34,7 +34,7 @@ def spark() -> Iterator[SparkSession]:
     Python workers on this interpreter (through the launcher that imports the installed
     PySpark) so they import the project."""
     os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = worker_python()
-    session = local_session(
+    session = build_session(
         "epochlog-tests", conf={"spark.sql.streaming.forceDeleteTempCheckpointLocation": "true"}
     )
     try:

@@ -27,7 +27,7 @@ from pathlib import Path
 import pyarrow as pa
 from pyspark import TaskContext
 
-from epochlog.spark.session import local_session, worker_python
+from epochlog.spark.session import build_session, worker_python
 
 # How long a held task waits for its gate before failing (the test kills it long before).
 HOLD_BOUND_S = 600.0
@@ -47,7 +47,7 @@ def main() -> int:
     args = parser.parse_args()
     os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = worker_python()
     # Two attempts per task, so that an injected task failure is retried.
-    spark = local_session("epochlog-driver-kill", master="local[2,2]")
+    spark = build_session("epochlog-driver-kill", master="local[2,2]")
     hold_from = args.hold_from_batch
     fail_once = args.fail_task_once
     markers = args.markers

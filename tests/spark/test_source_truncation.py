@@ -1,189 +1,42 @@
-"""An unclean leader election under a running pipeline, once per ``onTruncation`` value,
-on a real 3-broker cluster (SQLite metastore).
-
-The story (replicas [A, C] of every topic, unclean election allowed, the controller K
-outside them): FIRST (offsets 0..4) is written to both replicas; C is paused and leaves
-the ISR; LOST (5..9) is written to A alone. One availableNow query per policy reads all
-ten records into parquet, with a checkpoint. A is killed and C, resumed, is elected
-uncleanly: it takes NEW at offsets 5..7. Each query is run again from its checkpoint.
-
-The source finds the divergence with OffsetsForLeaderEpoch (C's epoch of the record
-before offset 10 ends at 5): records 5..9 that the query read are gone. ``fail`` stops
-the query naming the partition and that range; ``earliest``, ``latest`` and ``closest``
-(the client's table: the divergence offset when it is known) report the range in the
-offset log and read NEW from offset 5, so the output holds FIRST, LOST and NEW, each
-once.
-"""
+"""The truncation story of ``truncation_story.py`` on the shared ``local[2]`` session,
+and a batch planned before the election read after it."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from functools import partial
 
 import pytest
-from cluster_harness import Cluster
 from pyspark.sql import SparkSession
-from source_support import finish, offset_log, produce, read_output, start_available_now, stream
+from truncation_story import (
+    FIRST,
+    Story,
+    check_fail_stopped,
+    check_policy_resumed,
+    run_policies,
+    told,
+)
 
 from epochlog.spark.partition_reader import (
     EpochlogInputPartition,
     PlannedRangeRewrittenError,
     read_partition,
 )
-from support.broker import wait_until
-
-POLICIES = ("fail", "earliest", "latest", "closest")
-FIRST = [b"first-%d" % i for i in range(5)]
-LOST = [b"lost-%d" % i for i in range(5)]
-NEW = [b"new-%d" % i for i in range(3)]
-BOUND_S = 120.0
-
-
-@dataclass
-class Story:
-    base: Path
-    topics: dict[str, str] = field(default_factory=dict)
-    first_run: dict[str, list[Any]] = field(default_factory=dict)
-    errors: dict[str, Exception | None] = field(default_factory=dict)
-    outputs: dict[str, list[Any]] = field(default_factory=dict)
-    ends: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    epochs: dict[str, int] = field(default_factory=dict)
-    bootstrap: str = ""
-
-
-def start_ordered(base: Path) -> tuple[Cluster, int, int, int]:
-    """Three brokers; K (highest port) the controller, A (lowest) the broker clients ask
-    first, so that nobody waits on C while it is paused. Returns (cluster, A, C, K)."""
-    cluster = Cluster(base, f"sqlite://{base}/metastore.db", 3, {})
-    a, c, k = (b.broker_id for b in sorted(cluster.brokers, key=lambda b: b.port))
-    try:
-        cluster.brokers[k].start()
-        wait_until(lambda: cluster.controller_id() == k, 60, "the first controller")
-        cluster.brokers[c].start()
-        cluster.brokers[a].start()
-        cluster.wait_for_brokers()
-    except BaseException:
-        cluster.close()
-        raise
-    return cluster, a, c, k
-
-
-def run_all(spark: SparkSession, story: Story, bootstrap: str) -> dict[str, Exception | None]:
-    """One availableNow run per policy, one after the other (Python workers started
-    for several queries at once may time out connecting back on a loaded machine)."""
-    errors = {}
-    for policy, topic in story.topics.items():
-        df = stream(
-            spark,
-            bootstrap,
-            subscribe=topic,
-            startingOffsets="earliest",
-            onTruncation=policy,
-            **{"kafka.retry.backoff.max.ms": 500},
-        )
-        query = start_available_now(df, story.base / f"cp-{policy}", story.base / f"out-{policy}")
-        errors[policy] = finish(query)
-    return errors
 
 
 @pytest.fixture(scope="module")
 def story(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Story]:
-    base = tmp_path_factory.mktemp("truncation")
-    cluster, a, c, k = start_ordered(base)
-    s = Story(base, {p: f"trunc-{p}" for p in POLICIES})
-    try:
-        for topic in s.topics.values():
-            cluster.create_topic(
-                topic,
-                assignment=[[a, c]],
-                unclean_leader_election_enable="true",
-                min_insync_replicas="1",
-            )
-            produce(cluster.bootstrap, topic, FIRST)
-        for topic in s.topics.values():
-            wait_until(lambda t=topic: cluster.log_end_offset(c, t) == 5, 60, f"C holds {topic}")
-        cluster.pause(c)
-        wait_until(
-            lambda: all(
-                c not in cluster.metadata(t, via=k)["partitions"][0].isr for t in s.topics.values()
-            ),
-            60,
-            "the paused replica to leave the ISR",
-        )
-        for topic in s.topics.values():
-            assert [o for _, o in produce(cluster.live_bootstrap(), topic, LOST)] == list(
-                range(5, 10)
-            )
-
-        assert run_all(spark, s, cluster.live_bootstrap()) == dict.fromkeys(POLICIES)
-        for policy in POLICIES:
-            s.first_run[policy] = offset_log(base / f"cp-{policy}")
-
-        cluster.kill(a)
-        cluster.resume(c)
-        topics = list(s.topics.values())
-        wait_until(
-            lambda: all(cluster.metadata(t, via=c)["partitions"][0].leader == c for t in topics),
-            BOUND_S,
-            "C elected uncleanly",
-        )
-        wait_until(
-            lambda: all(cluster.list_offsets(c, t).error == 0 for t in topics),
-            60,
-            "C to serve as leader",
-        )
-        s.epochs["unclean"] = cluster.metadata(topics[0], via=c)["partitions"][0].leader_epoch
-        for topic in topics:
-            assert [o for _, o in produce(cluster.live_bootstrap(), topic, NEW)] == [5, 6, 7]
-
-        s.bootstrap = cluster.live_bootstrap()
-        s.errors = run_all(spark, s, cluster.live_bootstrap())
-        for policy, topic in s.topics.items():
-            schema_df = stream(spark, cluster.live_bootstrap(), subscribe=topic)
-            rows = read_output(schema_df, base / f"out-{policy}").collect()
-            s.outputs[policy] = sorted((r.offset, bytes(r.value), r.leaderEpoch) for r in rows)
-            s.ends[policy] = offset_log(base / f"cp-{policy}")
+    with told(tmp_path_factory.mktemp("truncation"), partial(run_policies, spark)) as s:
         yield s
-    finally:
-        cluster.close()
 
 
 def test_fail_stops_the_query_naming_the_partition_and_the_lost_range(story: Story) -> None:
-    error = story.errors["fail"]
-    assert error is not None
-    text = str(error)
-    assert "trunc-fail-0" in text
-    assert "offsets 5..9 (5 records)" in text
-    assert "onTruncation=fail" in text
-    # Nothing after the truncation was read: the output is what the first run wrote.
-    assert [v for _, v, _ in story.outputs["fail"]] == FIRST + LOST
-    assert len(story.ends["fail"]) == len(story.first_run["fail"])
+    check_fail_stopped(story)
 
 
 @pytest.mark.parametrize("policy", ["earliest", "latest", "closest"])
 def test_policy_reports_the_range_and_reads_the_new_records_once(story: Story, policy: str) -> None:
-    assert story.errors[policy] is None, str(story.errors[policy])
-    topic = story.topics[policy]
-    out = story.outputs[policy]
-    # First run: FIRST and LOST (read before the election); second: NEW at 5..7.
-    assert [(o, v) for o, v, _ in out] == sorted(
-        [(i, v) for i, v in enumerate(FIRST + LOST)] + [(5 + i, v) for i, v in enumerate(NEW)]
-    )
-    assert {e for o, v, e in out if v in NEW} == {story.epochs["unclean"]}
-    last = story.ends[policy][-1]
-    (event,) = last["events"]
-    assert event["event"] == "truncation"
-    assert (event["topic"], event["partition"]) == (topic, 0)
-    assert (event["lostFrom"], event["lostUntil"], event["resumeAt"]) == (5, 10, 5)
-    assert event["policy"] == policy
-    assert "offsets 5..9 (5 records)" in event["message"]
-    # The decision is in the end offset, so a replay from the checkpoint starts there.
-    assert last["starts"] == {topic: {"0": {"offset": 5, "epoch": 0}}}
-    end = last["topics"][topic]["partitions"]["0"]
-    assert (end["offset"], end["epoch"]) == (8, story.epochs["unclean"])
-    assert end["timestamp"] > 0  # of offset 7, written by the new leader
+    check_policy_resumed(story, policy)
 
 
 @pytest.mark.parametrize("policy", ["fail", "earliest"])

@@ -288,7 +288,8 @@ def build_parser() -> argparse.ArgumentParser:
     broker.add_argument("--log-dirs", help="comma-separated log directories")
     broker.add_argument(
         "--metastore",
-        help="zk://HOST:PORT[/chroot] | sqlite:///PATH | memory:// (default: SQLite in log dir)",
+        help="zk://HOST:PORT[,HOST:PORT...][/chroot] | sqlite:///PATH | memory:// "
+        "(default: SQLite in log dir)",
     )
     broker.add_argument(
         "--set",

@@ -15,14 +15,14 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from epochlog.spark.session import local_session
+from epochlog.spark.session import build_session
 
 EVENT_SCHEMA = "id string, user string, amount long, produced_at long"
 
 
 def spark_session(app_name: str = "epochlog-demo") -> Any:
     """The demo's local session (quiet: the demo prints its own progress)."""
-    return local_session(app_name, log_level="ERROR")
+    return build_session(app_name, log_level="ERROR")
 
 
 def event_rows(frame: Any) -> Any:

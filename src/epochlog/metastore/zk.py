@@ -211,8 +211,8 @@ class ZkMetastore(Metastore):
             try:
                 await self._refresh(pw, "data")
                 await self._refresh(pw, "children")
-            except ConnectionLossError:
-                return  # disconnected again: the next reconnect re-arms
+            except (ConnectionLossError, SessionExpiredError):
+                return  # cut off again: the next reconnect re-arms
         if new_session:
             self._session_replaced()
 
@@ -233,7 +233,16 @@ class ZkMetastore(Metastore):
 
     def _on_raw_event(self, path: str, kind: str) -> None:
         if not self.closed and path in self._paths:
-            self._spawn(self._refresh(self._paths[path], kind))
+            self._spawn(self._refresh_after_event(self._paths[path], kind))
+
+    async def _refresh_after_event(self, pw: _PathWatch, kind: str) -> None:
+        """A fired watch's re-read. Cut off from the ensemble meanwhile (the connection
+        dropped, the session expired), it is left to the reconnect, which re-reads and
+        re-arms every watched path: nothing is missed, and nothing is wrong to log."""
+        try:
+            await self._refresh(pw, kind)
+        except (ConnectionLossError, SessionExpiredError) as exc:
+            log.info("watch on %s re-armed at reconnect: %s", pw.path, type(exc).__name__)
 
     async def _arm(self, kind: str, path: str) -> None:
         pw = self._path_watch(path)

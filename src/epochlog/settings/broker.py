@@ -502,8 +502,9 @@ _METASTORE = _section(
             "metastore",
             TEXT,
             "",
-            "epochlog's own: zk://HOST:PORT[/chroot], sqlite:///PATH or memory://; empty: "
-            "zookeeper.connect if set, else SQLite in the first log directory.",
+            "epochlog's own: zk://HOST:PORT[,HOST:PORT...][/chroot], sqlite:///PATH or "
+            "memory://; empty: zookeeper.connect if set, else SQLite in the first log "
+            "directory.",
         ),
         (
             "zookeeper.connect",

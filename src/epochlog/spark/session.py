@@ -1,4 +1,5 @@
-"""A local SparkSession set up the way epochlog's demo, tests and benchmarks run Spark.
+"""A SparkSession (local, or on a cluster) set up the way epochlog's demo, tests and
+benchmarks run Spark.
 
 Spark starts its Python workers with PySpark's zipped copy (``pyspark.zip``) first on
 ``PYTHONPATH``. Python cannot cache compiled code for a zip, so every fresh worker
@@ -78,18 +79,20 @@ def worker_python(python: str = sys.executable) -> str:
     return str(launcher)
 
 
-def local_session(
+def build_session(
     app_name: str,
     log_level: str = "WARN",
     conf: Mapping[str, str] | None = None,
     master: str = "local[2]",
 ) -> Any:
-    """``local[2]`` (or ``master``, e.g. ``local[2,2]`` to retry a failed task once)
-    with the UI off, on loopback, few shuffle partitions. Python
-    workers run this interpreter (through ``worker_python()``) so they import epochlog
-    and pyspark_epochlog: the executors' (``PYSPARK_PYTHON``) and the driver's, which
-    answer the source's offset calls (``PYSPARK_DRIVER_PYTHON``). Values already set
-    are kept."""
+    """A SparkSession on ``master`` (Spark's ``spark.master``): ``local[2]`` by default
+    (``local[2,2]`` retries a failed task once) or a cluster's URL
+    (``spark://HOST:7077``). UI off, few shuffle partitions; a local driver binds to
+    loopback (executors elsewhere must reach it, so a cluster's driver keeps Spark's
+    default host). Python workers run this interpreter
+    (through ``worker_python()``) so they import epochlog and pyspark_epochlog: the
+    executors' (``PYSPARK_PYTHON``) and the driver's, which answer the source's offset
+    calls (``PYSPARK_DRIVER_PYTHON``). Values already set are kept."""
     python = worker_python()
     os.environ.setdefault("PYSPARK_PYTHON", python)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", python)
@@ -102,9 +105,11 @@ def local_session(
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.default.parallelism", "2")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
     )
+    if master.startswith("local"):
+        builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config(
+            "spark.driver.host", "127.0.0.1"
+        )
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
