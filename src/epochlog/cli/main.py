@@ -36,7 +36,7 @@ from epochlog.settings.broker import BROKER
 from epochlog.settings.registry import SettingError
 from epochlog.sim.command import add_sim_arguments
 from epochlog.sim.command import run_from_args as run_sim_from_args
-from epochlog.tools import quarantine
+from epochlog.tools import local_security, quarantine
 from epochlog.tools.local_cluster import LocalCluster, run_local_cluster
 from epochlog.tools.settings_reference import reference
 
@@ -111,6 +111,9 @@ def _cmd_up(args: argparse.Namespace) -> int:
     cluster = LocalCluster(
         os.path.abspath(args.data_dir), args.brokers, args.port, settings, args.metrics_port
     )
+    if args.secure:
+        os.makedirs(cluster.data_dir, exist_ok=True)
+        cluster.security = local_security.prepare(cluster.data_dir, cluster.metastore)
     return run_local_cluster(cluster)
 
 
@@ -307,6 +310,11 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--port", type=int, default=9092, help="first broker's port")
     up.add_argument(
         "--metrics-port", type=int, default=0, help="first broker's /metrics port (0: none)"
+    )
+    up.add_argument(
+        "--secure",
+        action="store_true",
+        help="SASL_SSL only: a local CA, SCRAM-SHA-512 users, DATA_DIR/client.properties",
     )
     up.add_argument("--set", action="append", type=_key_value, metavar="KEY=VALUE")
     up.set_defaults(func=_cmd_up)

@@ -7,7 +7,6 @@ made before any broker can authenticate to another."""
 from __future__ import annotations
 
 import argparse
-import secrets
 from collections.abc import Mapping
 
 from epochlog.client.admin import AsyncAdmin
@@ -17,9 +16,8 @@ from epochlog.security.scram_credentials import (
     MECHANISMS,
     MIN_ITERATIONS,
     alter_user,
-    credential_from_salted,
+    credential_for_password,
     read_users,
-    salted_password,
 )
 
 
@@ -49,9 +47,7 @@ async def _through_metastore(args: argparse.Namespace) -> str:
             if not await alter_user(store, args.user, args.mechanism, None):
                 raise ValueError(f"user {args.user} has no {args.mechanism} credential")
             return f"removed the {args.mechanism} credential of {args.user}"
-        salt = secrets.token_bytes(32)
-        salted = salted_password(args.mechanism, args.password, salt, args.iterations)
-        credential = credential_from_salted(args.mechanism, salt, salted, args.iterations)
+        credential = credential_for_password(args.mechanism, args.password, args.iterations)
         await alter_user(store, args.user, args.mechanism, credential)
         return f"set the {args.mechanism} credential of {args.user}"
     finally:

@@ -12,6 +12,7 @@ import hashlib
 import hmac
 import json
 import logging
+import secrets
 from dataclasses import dataclass
 
 from epochlog.metadata import layout
@@ -62,6 +63,15 @@ def salted_password(mechanism: str, password: str, salt: bytes, iterations: int)
     """RFC 5802's Hi(): PBKDF2 with the mechanism's HMAC (what a client sends in
     AlterUserScramCredentials, so the password never travels)."""
     return hashlib.pbkdf2_hmac(_HASHES[mechanism], password.encode(), salt, iterations)
+
+
+def credential_for_password(mechanism: str, password: str, iterations: int) -> ScramCredential:
+    """A new credential for ``password``, with a fresh salt from the OS's secure source
+    (never a seeded Random: salts must not be guessable)."""
+    salt = secrets.token_bytes(32)
+    return credential_from_salted(
+        mechanism, salt, salted_password(mechanism, password, salt, iterations), iterations
+    )
 
 
 def credential_from_salted(

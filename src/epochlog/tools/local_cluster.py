@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from epochlog.tools.local_security import LISTENER, MECHANISM, LocalSecurity
 from epochlog.tools.terminal import progress
 
 UP_SESSION_TIMEOUT_MS = 6000
@@ -24,6 +25,16 @@ class LocalCluster:
     settings: dict[str, str]
     # Broker N serves /metrics on this port + N; 0: not served.
     metrics_base_port: int = 0
+    # `up --secure`: SASL_SSL only (local_security.py); None: PLAINTEXT.
+    security: LocalSecurity | None = None
+
+    @property
+    def client_settings(self) -> dict[str, str]:
+        """What a client needs to reach the cluster."""
+        return {
+            "bootstrap.servers": self.bootstrap,
+            **(self.security.client if self.security else {}),
+        }
 
     @property
     def bootstrap(self) -> str:
@@ -48,13 +59,16 @@ class LocalCluster:
         }
         if self.metrics_base_port:
             settings["metrics.listener"] = self.metrics_urls[broker_id]
+        listener = "PLAINTEXT" if self.security is None else LISTENER
         command = [
             sys.executable, "-m", "epochlog", "broker",
             "--broker-id", str(broker_id),
-            "--listeners", f"PLAINTEXT://127.0.0.1:{self.base_port + broker_id}",
+            "--listeners", f"{listener}://127.0.0.1:{self.base_port + broker_id}",
             "--log-dirs", os.path.join(self.data_dir, f"broker-{broker_id}"),
             "--metastore", self.metastore,
         ]  # fmt: skip
+        if self.security is not None:  # its passwords are in a file only its owner reads
+            command += ["--config", self.security.broker_properties]
         for key, value in settings.items():
             command += ["--set", f"{key}={value}"]
         return command
@@ -98,7 +112,12 @@ def wait_registered(
     pending = list(range(cluster.brokers))
     while pending:
         broker_id = pending[0]
-        admin = Admin({"bootstrap.servers": f"127.0.0.1:{cluster.base_port + broker_id}"})
+        admin = Admin(
+            {
+                **cluster.client_settings,
+                "bootstrap.servers": f"127.0.0.1:{cluster.base_port + broker_id}",
+            }
+        )
         try:
             info = admin.describe_cluster([])
             if len(info.brokers) >= cluster.brokers and info.controller_id >= 0:
@@ -139,6 +158,14 @@ def run_local_cluster(cluster: LocalCluster) -> int:
                 advance()
             wait_registered(cluster, 60, advance)
         print(f"bootstrap.servers={cluster.bootstrap}", flush=True)
+        if cluster.security is not None:
+            print(
+                f"SASL_SSL only ({MECHANISM}, CA {cluster.security.ca}); client settings in"
+                f" {cluster.security.client_properties}, e.g. epochlog topics list"
+                f" --bootstrap-server {cluster.bootstrap}"
+                f" --command-config {cluster.security.client_properties}",
+                flush=True,
+            )
         print(
             f"{cluster.brokers} broker(s), metastore {cluster.metastore}, logs in"
             f" {cluster.data_dir}/broker-N.log; Ctrl-C stops them all",
