@@ -1,6 +1,8 @@
 """`epochlog demo --quick` end to end, as a user runs it: real broker processes, a real
 unclean election by signals, a real PySpark pipeline. The demo's own checks decide its
-exit code; this test also reads its summary for the lines that matter."""
+exit code; this test also reads its summary for the lines that matter. It runs once on
+PLAINTEXT and once with --secure (SASL_SSL between the brokers and for every client):
+the same election, truncation and exactly-once output over authenticated TLS."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 # A hang guard for the whole run (Spark's start dominates on a busy machine).
 DEMO_BOUND_S = 840
@@ -18,12 +22,13 @@ def _tails(data_dir: Path) -> str:
     return "\n".join(f"--- {p}\n" + "\n".join(p.read_text().splitlines()[-30:]) for p in logs)
 
 
+@pytest.mark.parametrize("flags", [[], ["--secure"]], ids=["plaintext", "sasl-ssl"])
 def test_quick_demo_detects_the_truncation_and_writes_each_surviving_event_once(
-    tmp_path: Path,
+    tmp_path: Path, flags: list[str]
 ) -> None:
     data_dir = tmp_path / "demo"
     result = subprocess.run(
-        [sys.executable, "-m", "epochlog", "demo", "--quick", "--data-dir", str(data_dir)],
+        [sys.executable, "-m", "epochlog", "demo", "--quick", "--data-dir", str(data_dir), *flags],
         capture_output=True,
         text=True,
         timeout=DEMO_BOUND_S,

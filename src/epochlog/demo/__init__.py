@@ -39,6 +39,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--quick", action="store_true", help="a short run (tests): a few seconds per phase"
     )
+    parser.add_argument(
+        "--secure",
+        action="store_true",
+        help="SASL_SSL only (brokers, producer, pipeline, sink), as `epochlog up --secure`",
+    )
 
 
 def run_from_args(args: argparse.Namespace) -> int:
@@ -59,5 +64,6 @@ def run_from_args(args: argparse.Namespace) -> int:
         after_s=duration * 0.2,
         trigger_s=1.0,
         clean_stop=not args.quick,
+        secure=args.secure,
     )
     return run(settings)

@@ -12,7 +12,7 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kafka.protocol.admin import CreateTopicsRequest
@@ -20,6 +20,7 @@ from kafka.protocol.admin import CreateTopicsRequest
 from epochlog.client.admin import DEBUGGING_REPLICA_ID, LATEST, AsyncAdmin, ClusterInfo
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.seams.real import real_seams
+from epochlog.tools import local_security
 from epochlog.tools.local_cluster import LocalCluster, start_broker, wait_listening
 
 # Failures are noticed within seconds, but the paused replica stays registered while
@@ -76,8 +77,10 @@ def _port_free(port: int) -> bool:
     return True
 
 
-async def _with_admin(bootstrap: str, work: Callable[[AsyncAdmin], Any]) -> Any:
-    admin = AsyncAdmin({"bootstrap.servers": bootstrap}, real_seams())
+async def _with_admin(
+    bootstrap: str, security: Mapping[str, str], work: Callable[[AsyncAdmin], Any]
+) -> Any:
+    admin = AsyncAdmin({"bootstrap.servers": bootstrap, **security}, real_seams())
     try:
         return await asyncio.wait_for(work(admin), REQUEST_BOUND_S)
     finally:
@@ -87,14 +90,26 @@ async def _with_admin(bootstrap: str, work: Callable[[AsyncAdmin], Any]) -> Any:
 class DemoCluster:
     """Three (or N) broker processes of ``epochlog up`` that the demo can signal."""
 
-    def __init__(self, data_dir: str, brokers: int, base_port: int) -> None:
+    def __init__(self, data_dir: str, brokers: int, base_port: int, secure: bool = False) -> None:
         self.local = LocalCluster(data_dir, brokers, base_port, dict(DEMO_BROKER_SETTINGS))
+        if secure:  # SASL_SSL only, as `epochlog up --secure`
+            os.makedirs(data_dir, exist_ok=True)
+            self.local.security = local_security.prepare(data_dir, self.local.metastore)
         self.processes: dict[int, subprocess.Popen] = {}
         self.paused: set[int] = set()
 
     @property
     def bootstrap(self) -> str:
         return self.local.bootstrap
+
+    @property
+    def client(self) -> dict[str, str]:
+        """What the demo's clients need: the bootstrap servers and, secured, the rest."""
+        return self.local.client_settings
+
+    @property
+    def _security(self) -> dict[str, str]:
+        return self.local.security.client if self.local.security else {}
 
     def address(self, broker: int) -> str:
         return f"127.0.0.1:{self.local.base_port + broker}"
@@ -134,7 +149,9 @@ class DemoCluster:
     def describe(self, topic: str | None = None, via: int | None = None) -> ClusterInfo:
         bootstrap = self.address(via) if via is not None else self.live_bootstrap()
         return asyncio.run(
-            _with_admin(bootstrap, lambda a: a.describe_cluster([topic] if topic else None))
+            _with_admin(
+                bootstrap, self._security, lambda a: a.describe_cluster([topic] if topic else None)
+            )
         )
 
     def partitions(self, topic: str, via: int | None = None) -> list[Any]:
@@ -153,7 +170,7 @@ class DemoCluster:
             )
             return offset
 
-        return int(asyncio.run(_with_admin(self.address(broker), ask)))
+        return int(asyncio.run(_with_admin(self.address(broker), self._security, ask)))
 
     def high_watermark(self, topic: str, partition: int) -> int:
         """What the partition's leader lets consumers read up to."""
@@ -164,7 +181,7 @@ class DemoCluster:
             offset, _ = await admin.list_offset(leader, topic, partition, LATEST)
             return offset
 
-        return int(asyncio.run(_with_admin(self.live_bootstrap(), ask)))
+        return int(asyncio.run(_with_admin(self.live_bootstrap(), self._security, ask)))
 
     def create_topic(
         self, name: str, assignment: list[list[int]], configs: dict[str, str]
@@ -196,7 +213,7 @@ class DemoCluster:
                 raise KafkaError(ErrorCode(result.error_code), result.error_message or name)
             return result.topic_id
 
-        topic_id = asyncio.run(_with_admin(self.live_bootstrap(), create))
+        topic_id = asyncio.run(_with_admin(self.live_bootstrap(), self._security, create))
         wait_for(
             lambda: [p.leader for p in self.partitions(name)] == [r[0] for r in assignment],
             60,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from epochlog.client import Producer, RecordMetadata
@@ -36,7 +37,7 @@ class Acked:
 class EventStream:
     """Produces ``rate`` events per second on a thread until stopped."""
 
-    def __init__(self, bootstrap: str, topic: str, rate: int, run_id: str) -> None:
+    def __init__(self, client: Mapping[str, str], topic: str, rate: int, run_id: str) -> None:
         self.topic = topic
         self.rate = rate
         self.run_id = run_id
@@ -49,7 +50,7 @@ class EventStream:
         self._idle = threading.Event()
         self._producer = Producer(
             {
-                "bootstrap.servers": bootstrap,
+                **client,
                 "client.id": "epochlog-demo",
                 "acks": "1",
                 "linger.ms": 5,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,9 +106,14 @@ def batch_writer(output: str, stats: PipelineStats) -> Any:
     return write
 
 
+def client_options(client: Mapping[str, str]) -> dict[str, str]:
+    """The client settings as the source's and sink's ``kafka.*`` options."""
+    return {f"kafka.{key}": value for key, value in client.items()}
+
+
 def start_pipeline(
     spark: Any,
-    bootstrap: str,
+    client: Mapping[str, str],
     topic: str,
     checkpoint: str,
     output: str,
@@ -119,7 +125,7 @@ def start_pipeline(
     """Start the streaming query; it runs until stopped."""
     reader = (
         spark.readStream.format("epochlog")
-        .option("bootstrap.servers", bootstrap)
+        .options(**client_options(client))
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
         .option("onTruncation", on_truncation)
@@ -138,7 +144,7 @@ def start_pipeline(
 
 def start_sink_pipeline(
     spark: Any,
-    bootstrap: str,
+    client: Mapping[str, str],
     topic: str,
     out_topic: str,
     checkpoint: str,
@@ -150,7 +156,7 @@ def start_sink_pipeline(
     event twice for read_committed readers."""
     return (
         spark.readStream.format("epochlog")
-        .option("bootstrap.servers", bootstrap)
+        .options(**client_options(client))
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
         .option("onTruncation", on_truncation)
@@ -158,7 +164,7 @@ def start_sink_pipeline(
         .select("key", "value")
         .writeStream.queryName("epochlog_demo_exactly_once")
         .format("epochlog")
-        .option("bootstrap.servers", bootstrap)
+        .options(**client_options(client))
         .option("topic", out_topic)
         .option("deliveryGuarantee", "exactly-once")
         .option("checkpointLocation", checkpoint)

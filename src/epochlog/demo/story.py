@@ -47,6 +47,8 @@ class Settings:
     trigger_s: float
     # SIGTERM the brokers at the end (controlled shutdown, up to 20 s) or SIGKILL them
     clean_stop: bool = True
+    # SASL_SSL only between everyone, as `epochlog up --secure`
+    secure: bool = False
 
 
 def _isr_without(cluster: DemoCluster, broker: int) -> bool:
@@ -97,7 +99,7 @@ def run(settings: Settings) -> int:
     """Run the whole story; 0 when every check passed."""
     run_id = uuid.uuid4().hex[:8]
     data_dir = os.path.abspath(settings.data_dir)
-    cluster = DemoCluster(os.path.join(data_dir, "cluster"), 3, settings.port)
+    cluster = DemoCluster(os.path.join(data_dir, "cluster"), 3, settings.port, settings.secure)
     checkpoint = os.path.join(data_dir, "checkpoint")
     output = os.path.join(data_dir, "output")
     stats = PipelineStats()
@@ -149,11 +151,11 @@ def run(settings: Settings) -> int:
             )
         old_epochs = {p.partition: p.leader_epoch for p in cluster.partitions(TOPIC)}
 
-        stream = EventStream(cluster.bootstrap, TOPIC, settings.rate, run_id)
+        stream = EventStream(cluster.client, TOPIC, settings.rate, run_id)
         stream.start()
         query = start_pipeline(
             spark,
-            cluster.bootstrap,
+            cluster.client,
             TOPIC,
             checkpoint,
             output,
@@ -161,12 +163,12 @@ def run(settings: Settings) -> int:
             stats,
             settings.trigger_s,
         )
-        bootstrap = cluster.bootstrap
+        client = cluster.client
 
         def sink_query() -> Any:
             return start_sink_pipeline(
                 spark,
-                bootstrap,
+                client,
                 TOPIC,
                 SINK_TOPIC,
                 os.path.join(data_dir, "sink-checkpoint"),
@@ -247,17 +249,13 @@ def run(settings: Settings) -> int:
         )
         query_error = _stop_query(query)
         if settings.on_truncation != "fail":
-            source_ids = set(
-                verify.committed_event_ids(cluster.bootstrap, TOPIC, settings.partitions)
-            )
+            source_ids = set(verify.committed_event_ids(cluster.client, TOPIC, settings.partitions))
             wait_for(
                 lambda: (
                     sink.revive()
                     or source_ids
                     <= set(
-                        verify.committed_event_ids(
-                            cluster.bootstrap, SINK_TOPIC, settings.partitions
-                        )
+                        verify.committed_event_ids(cluster.client, SINK_TOPIC, settings.partitions)
                     )
                 ),
                 CATCH_UP_BOUND_S,
@@ -276,14 +274,14 @@ def run(settings: Settings) -> int:
             acked=dict(stream.acked.written),
             failed=dict(stream.acked.failed),
             sent=stream.sent,
-            surviving=verify.topic_events(spark, cluster.bootstrap, TOPIC),
+            surviving=verify.topic_events(spark, cluster.client, TOPIC),
             written=verify.output_events(spark, output),
             aggregate_total=verify.aggregate_total(spark, output),
             quarantine=verify.quarantined(cluster.log_dirs(), TOPIC),
             offsets=verify.checkpoint_offsets(checkpoint),
             query_error=query_error,
             batches=stats.snapshot()[0],
-            sink_ids=verify.committed_event_ids(cluster.bootstrap, SINK_TOPIC, settings.partitions),
+            sink_ids=verify.committed_event_ids(cluster.client, SINK_TOPIC, settings.partitions),
             sink_restarts=sink.restarts,
         )
         checks = judge(outcome)

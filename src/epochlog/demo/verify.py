@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,14 +62,14 @@ def quarantined(log_dirs: list[str], topic: str) -> Quarantined:
     return found
 
 
-def topic_events(spark: Any, bootstrap: str, topic: str) -> list[tuple[str, int, int]]:
+def topic_events(spark: Any, client: Mapping[str, str], topic: str) -> list[tuple[str, int, int]]:
     """A fresh batch read of the whole topic through the same source: (id, partition,
     offset) of every event the cluster holds now."""
-    from epochlog.demo.pipeline import event_rows
+    from epochlog.demo.pipeline import client_options, event_rows
 
     frame = (
         spark.read.format("epochlog")
-        .option("bootstrap.servers", bootstrap)
+        .options(**client_options(client))
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
         .option("endingOffsets", "latest")
@@ -80,13 +81,13 @@ def topic_events(spark: Any, bootstrap: str, topic: str) -> list[tuple[str, int,
     ]
 
 
-def committed_event_ids(bootstrap: str, topic: str, partitions: int) -> list[str]:
+def committed_event_ids(client: Mapping[str, str], topic: str, partitions: int) -> list[str]:
     """The ids of every event a read_committed reader of ``topic`` gets."""
     from epochlog.client import Consumer, TopicPartition
 
     consumer = Consumer(
         {
-            "bootstrap.servers": bootstrap,
+            **client,
             "auto.offset.reset": "earliest",
             "isolation.level": "read_committed",
         }
