@@ -80,6 +80,7 @@ class Node:
         self.log_dir = log_dir
         self.seams: Seams = real_seams(seed=broker_id)
         self.metadata_cache = Topics()
+        self.authorizer = None  # no authorizer: every request is allowed, as by default
         self.port = 0
         self.running = False
         self._server: Server | None = None
