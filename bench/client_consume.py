@@ -23,7 +23,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import wait
 from pathlib import Path
 
 import confluent_kafka as ck
@@ -190,13 +189,11 @@ def produce_epochlog(bootstrap: str, topic: str, count: int, value: bytes) -> fl
     with Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONF}) as producer:
         start = time.perf_counter()
         futures = [producer.produce(topic, value, partition=0) for _ in range(count)]
-        # Every record's own delivery future: flush() alone may return while records
-        # handed to produce() have not reached the producer's queue yet.
-        done, pending = wait(futures, PASS_LIMIT_S)
-        if pending or any(f.exception() is not None for f in done):
-            raise RuntimeError("epochlog producer: records left undelivered or failed")
+        # flush() waits for every record produced before it, the hand-off included.
         if not producer.flush(PASS_LIMIT_S):
             raise RuntimeError("epochlog producer: flush left records undelivered")
+        if any(f.exception() is not None for f in futures):
+            raise RuntimeError("epochlog producer: records failed")
         return time.perf_counter() - start
 
 
@@ -227,9 +224,10 @@ def produce_epochlog_batch(bootstrap: str, topic: str, count: int, value: bytes)
             producer.produce_batch(topic, [value] * min(BULK, count - i), partition=0)
             for i in range(0, count, BULK)
         ]
-        done, pending = wait(futures, PASS_LIMIT_S)
-        if pending or any(f.exception() is not None for f in done):
-            raise RuntimeError("epochlog produce_batch: records left undelivered or failed")
+        if not producer.flush(PASS_LIMIT_S):
+            raise RuntimeError("epochlog produce_batch: flush left records undelivered")
+        if any(f.exception() is not None for f in futures):
+            raise RuntimeError("epochlog produce_batch: records failed")
         return time.perf_counter() - start
 
 

@@ -3,7 +3,8 @@ interface (``result``, ``exception``, ``done``, ``add_done_callback``) that is c
 make. A ``concurrent.futures.Future`` builds a lock and a condition each, which cost
 more than the rest of ``produce``; these share their producer's one condition, and
 only notify it when somebody waits. The record's delivery callback runs when it is
-answered, on the producer's loop thread, exactly once."""
+answered, on the producer's loop thread, exactly once. (Being no Future subclass, it
+does not go into ``concurrent.futures.wait``: ``Producer.flush`` waits for them all.)"""
 
 from __future__ import annotations
 
