@@ -1,7 +1,8 @@
 # Shared setup for scripts/test.sh and scripts/demo.sh; source it, do not run it.
 #
 # Makes a fresh Debian machine (Python 3.11, pip, root in CI) ready: the Debian
-# packages the tests drive (kcat, iperf3) and a .venv with epochlog installed editable.
+# packages the tests drive (kcat, iperf3, ZooKeeper, iproute2 and iptables for
+# `epochlog chaos`) and a .venv with epochlog installed editable.
 # Every step checks first, so a second run costs well under a second.
 
 EPOCHLOG_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -13,6 +14,10 @@ EPOCHLOG_DEBIAN_TOOLS=(
     "iperf3:iperf3"
     "java:default-jre-headless"
     "/usr/share/java/zookeeper.jar:zookeeper"
+    # epochlog chaos (tests/chaos): namespaces and veths, queues, partitions.
+    "ip:iproute2"
+    "tc:iproute2"
+    "iptables:iptables"
 )
 
 epochlog_log() {

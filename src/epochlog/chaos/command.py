@@ -88,7 +88,7 @@ def check_args(args: argparse.Namespace) -> tuple[str, ...]:
 
 def run_from_args(args: argparse.Namespace) -> int:
     if args.judge:
-        return _report(_judge_saved(args.judge), args.judge, f"the run in {args.judge}")
+        return _report(judge_saved(args.judge), args.judge, f"the run in {args.judge}")
     try:
         faults = check_args(args)
     except ValueError as exc:
@@ -103,11 +103,11 @@ def run_from_args(args: argparse.Namespace) -> int:
     for fault in schedule:
         print(f"  {fault}")
 
-    def terminate(*_args: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, terminate)
-    found = asyncio.run(_run(args, schedule, directory))
+    try:
+        found = asyncio.run(_run(args, schedule, directory))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        print("epochlog chaos: interrupted; namespaces, rules and processes removed")
+        return 130
     return _report(found, directory, f"seed {args.seed}")
 
 
@@ -120,7 +120,7 @@ def _report(found: list[verdicts.Verdict], directory: str, run: str) -> int:
     return 1 if failed else 0
 
 
-def _judge_saved(directory: str) -> list[verdicts.Verdict]:
+def judge_saved(directory: str) -> list[verdicts.Verdict]:
     """The verdicts on the history and quarantines a run left in ``directory``."""
     from epochlog.chaos.workload import TOPIC
 
@@ -134,6 +134,10 @@ async def _run(
 ) -> list[verdicts.Verdict]:
     from epochlog.chaos.workload import TOPIC, Workload
 
+    # SIGTERM ends the run as Ctrl-C does: cancelled, so every finally below runs.
+    main = asyncio.current_task()
+    assert main is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main.cancel)
     network = Network(args.brokers)
     zookeeper: ZooKeeper | None = None
     brokers: Brokers | None = None

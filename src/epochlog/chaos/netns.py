@@ -25,6 +25,9 @@ PREFIX = "epl-chaos-"
 # Interface names are at most 15 bytes: the bridge is "eplc<pid>".
 BRIDGE_PREFIX = "eplc"
 PORT = 9092
+# On the command line of what a run starts in the host namespace (ZooKeeper's JVM), so
+# that a dead run's leftovers there are found as surely as those in its namespaces.
+OWNER_MARK = "-Depochlog.chaos.owner="
 
 
 def run(*argv: str, namespace: str | None = None, check: bool = True) -> str:
@@ -44,9 +47,21 @@ def _alive(pid: int) -> bool:
 
 def clean_leftovers() -> list[str]:
     """Remove what an earlier run whose process is gone left behind (a SIGKILLed
-    ``epochlog chaos``): its namespaces, with every process still in them, and its
-    bridge. Runs still alive are left alone. Returns what was removed."""
+    ``epochlog chaos``): its namespaces, with every process still in them, its bridge
+    and its ZooKeeper. Runs still alive are left alone. Returns what was removed."""
     removed = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as source:
+                    argv = source.read().decode(errors="replace").split("\0")
+            except OSError:
+                continue
+            owners = [a[len(OWNER_MARK) :] for a in argv if a.startswith(OWNER_MARK)]
+            if owners and owners[0].isdigit() and not _alive(int(owners[0])):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(entry), signal.SIGKILL)
+                removed.append(f"process {entry} ({argv[0]})")
     for line in run("ip", "netns", "list").splitlines():
         name = line.split()[0] if line.split() else ""
         found = re.fullmatch(rf"{PREFIX}(\d+)-.*", name)

@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Mapping
 
-from epochlog.chaos.netns import PORT, Network
+from epochlog.chaos.netns import OWNER_MARK, PORT, Network
 
 ZK_CLASSPATH = "/usr/share/java/*:/usr/share/zookeeper/*"
 ZK_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
@@ -70,7 +70,15 @@ class ZooKeeper:
             )
         with open(os.path.join(self.directory, "zookeeper.log"), "ab") as log:
             self.process = subprocess.Popen(
-                ["java", "-Xmx256m", "-cp", ZK_CLASSPATH, ZK_MAIN, config],
+                [
+                    "java",
+                    f"{OWNER_MARK}{os.getpid()}",
+                    "-Xmx256m",
+                    "-cp",
+                    ZK_CLASSPATH,
+                    ZK_MAIN,
+                    config,
+                ],  # fmt: skip
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
