@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
+from subprocess import Popen
 
 import pytest
 
 from epochlog.chaos import verdicts
 from epochlog.chaos.command import read_history
 from epochlog.chaos.nemesis import FAULT_KINDS, draw_schedule
-from epochlog.chaos.netns import BRIDGE_PREFIX, PREFIX
+from epochlog.chaos.netns import BRIDGE_PREFIX, OWNER_MARK, PREFIX
 from epochlog.chaos.workload import TOPIC
 from support.broker import require_binary
 
@@ -29,24 +31,45 @@ pytestmark = pytest.mark.chaos
 CHECKERS = [*verdicts.EVIDENCE, "quarantine-complete"]
 
 
-def chaos(tmp_path: Path, seed: int, duration_s: int, faults: str, *extra: str) -> str:
-    """Run ``epochlog chaos`` to its end; its output, once it passed and left nothing."""
+def start(tmp_path: Path, seed: int, duration_s: int, faults: str, *extra: str) -> Popen[str]:
+    """``epochlog chaos`` started (SIGINT as a terminal would deliver it)."""
     assert os.geteuid() == 0, "epochlog chaos needs root (network namespaces, iptables)"
     for tool, package in (("ip", "iproute2"), ("tc", "iproute2"), ("iptables", "iptables")):
         require_binary(tool, package)
     command = [sys.executable, "-m", "epochlog", "chaos", "--seed", str(seed)]
     command += ["--duration", str(duration_s), "--faults", faults, "--data-dir", str(tmp_path)]
-    process = subprocess.Popen(
-        [*command, *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    return subprocess.Popen(
+        [*command, *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
+
+
+def left_behind(pid: int) -> list[str]:
+    """What a run of ``pid`` made that still exists: namespaces, links, processes."""
+    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    left = [n for n in names.split() if n.startswith(f"{PREFIX}{pid}-")]
+    left += re.findall(rf"\d+: ({BRIDGE_PREFIX}{pid}(?:h\d+)?)[:@]", links)
+    for entry in Path("/proc").iterdir():
+        try:
+            if f"{OWNER_MARK}{pid}".encode() in (entry / "cmdline").read_bytes():
+                left.append(f"process {entry.name}")
+        except OSError:
+            continue
+    return left
+
+
+def chaos(tmp_path: Path, seed: int, duration_s: int, faults: str, *extra: str) -> str:
+    """Run ``epochlog chaos`` to its end; its output, once it passed and left nothing."""
+    process = start(tmp_path, seed, duration_s, faults, *extra)
     output, _ = process.communicate()
     assert process.returncode == 0, output
     for checker in CHECKERS:
         assert re.search(rf"^{checker}\s+ok\s", output, re.MULTILINE), output
-    left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    assert f"{PREFIX}{process.pid}-" not in left
-    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
-    assert f"{BRIDGE_PREFIX}{process.pid}" not in links
+    assert left_behind(process.pid) == []
     return output
 
 
@@ -79,3 +102,36 @@ def test_zookeeper_killed_and_restarted_among_the_other_faults(tmp_path: Path) -
     output = chaos(tmp_path, 7, 60, ",".join(FAULT_KINDS), "--metastore", "zk")
     assert output.count("] start ") == len(schedule)
     assert_planted_loss_is_caught(tmp_path)
+
+
+def until_first_fault(process: Popen[str]) -> str:
+    """The run's output up to its first fault's start line (the cluster is up)."""
+    assert process.stdout is not None
+    seen = ""
+    for line in process.stdout:
+        seen += line
+        if "] start " in line:
+            return seen
+    raise AssertionError(f"the run ended before its first fault:\n{seen}")
+
+
+def test_ctrl_c_and_sigterm_tear_everything_down(tmp_path: Path) -> None:
+    for sig, directory in ((signal.SIGINT, "int"), (signal.SIGTERM, "term")):
+        process = start(tmp_path / directory, 3, 60, "kill,zookeeper", "--metastore", "zk")
+        until_first_fault(process)
+        process.send_signal(sig)
+        output, _ = process.communicate()
+        assert process.returncode == 130, output
+        assert "interrupted; namespaces, rules and processes removed" in output
+        assert left_behind(process.pid) == []
+
+
+def test_what_a_killed_run_left_is_removed_by_the_next_run(tmp_path: Path) -> None:
+    process = start(tmp_path / "killed", 3, 60, "partition", "--metastore", "zk")
+    until_first_fault(process)
+    process.kill()
+    process.wait()
+    assert left_behind(process.pid) != []
+    output = chaos(tmp_path / "next", 3, 5, "pause")
+    assert f"removed a dead run's {PREFIX}{process.pid}-b0" in output
+    assert left_behind(process.pid) == []

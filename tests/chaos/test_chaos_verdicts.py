@@ -72,3 +72,12 @@ def test_a_saved_run_is_judged_again_from_its_folder(tmp_path: Path) -> None:
     found = {v.checker: v.ok for v in judge_saved(str(tmp_path))}
     assert found["lost-write"] is False
     assert found["quarantine-complete"] is True
+
+
+def test_an_ack_without_an_offset_is_placed_by_its_value_or_is_a_lost_write() -> None:
+    history = recorded()
+    history[history.index(("ack", 2, 0, 2))] = ("ack", 2, 0, None)
+    assert failed(history) == {}
+    assert "1 acks without an offset" in verdicts.judge(history, TOPIC, {})[0].details
+    lost = [e for e in history if e != ("final", 0, 2, value_of(2))]
+    assert "record 2 acknowledged at 0/-1: missing" in failed(lost)["lost-write"]

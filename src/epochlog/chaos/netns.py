@@ -4,7 +4,10 @@ host uses yet. Only what is created here is ever touched.
 
 Faults are made inside the brokers' namespaces (their iptables and their end of the
 veth), so deleting a namespace takes its rules and its queueing with it: teardown is
-killing what runs in the namespaces, deleting them, and deleting the bridge.
+killing what runs in the namespaces, deleting them, the veths and the bridge. (A
+deleted namespace lives on, unnamed, while a socket of it still waits on a peer a
+partition cut off, and its veth with it: the host ends are deleted by name, which takes
+each pair at once.)
 
 This kernel may lack ``sch_netem`` (it is a module many small kernels leave out): a
 degraded link is then made with what every kernel with iptables and tc has, random loss
@@ -22,7 +25,8 @@ import subprocess
 from dataclasses import dataclass, field
 
 PREFIX = "epl-chaos-"
-# Interface names are at most 15 bytes: the bridge is "eplc<pid>".
+# Interface names are at most 15 bytes: the bridge is "eplc<pid>", the host end of
+# broker i's veth "eplc<pid>h<i>".
 BRIDGE_PREFIX = "eplc"
 PORT = 9092
 # On the command line of what a run starts in the host namespace (ZooKeeper's JVM), so
@@ -47,8 +51,8 @@ def _alive(pid: int) -> bool:
 
 def clean_leftovers() -> list[str]:
     """Remove what an earlier run whose process is gone left behind (a SIGKILLed
-    ``epochlog chaos``): its namespaces, with every process still in them, its bridge
-    and its ZooKeeper. Runs still alive are left alone. Returns what was removed."""
+    ``epochlog chaos``): its namespaces, with every process still in them, its veths,
+    its bridge and its ZooKeeper. Runs still alive are left alone. Returns what was removed."""
     removed = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -68,8 +72,8 @@ def clean_leftovers() -> list[str]:
         if found and not _alive(int(found.group(1))):
             _kill_namespace(name)
             removed.append(name)
-    for line in run("ip", "-o", "link", "show", "type", "bridge").splitlines():
-        found = re.match(rf"\d+: ({BRIDGE_PREFIX}(\d+))[:@]", line)
+    for line in run("ip", "-o", "link", "show").splitlines():
+        found = re.match(rf"\d+: ({BRIDGE_PREFIX}(\d+)(?:h\d+)?)[:@]", line)
         if found and not _alive(int(found.group(2))):
             run("ip", "link", "del", found.group(1), check=False)
             removed.append(found.group(1))
@@ -114,6 +118,10 @@ class Network:
     def address(self, i: int) -> str:
         return f"10.231.{self.subnet}.{10 + i}"
 
+    def veth(self, i: int) -> str:
+        """The host end of broker ``i``'s veth (its end is eth0 in its namespace)."""
+        return f"{self.bridge}h{i}"
+
     def namespace(self, i: int) -> str:
         return f"{PREFIX}{self.owner}-b{i}"
 
@@ -125,7 +133,7 @@ class Network:
         run("ip", "addr", "add", f"{self.host_address}/24", "dev", self.bridge)
         run("ip", "link", "set", self.bridge, "up")
         for i in range(self.brokers):
-            ns, veth = self.namespace(i), f"{self.bridge}h{i}"
+            ns, veth = self.namespace(i), self.veth(i)
             run("ip", "netns", "add", ns)
             run("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
             run("ip", "link", "set", veth, "master", self.bridge, "up")
@@ -177,11 +185,12 @@ class Network:
             run("tc", "qdisc", "del", "dev", "eth0", "root", namespace=ns, check=False)
 
     def teardown(self) -> None:
-        """Kill what still runs in the namespaces, delete them and the bridge (their
-        veths, rules and queues go with them). Safe to call twice."""
+        """Kill what still runs in the namespaces, delete them (their rules and queues
+        go with them), the veths and the bridge. Safe to call twice."""
         if not self._up:
             return
         for i in range(self.brokers):
             _kill_namespace(self.namespace(i))
+            run("ip", "link", "del", self.veth(i), check=False)
         run("ip", "link", "del", self.bridge, check=False)
         self._up = False

@@ -8,6 +8,12 @@ are judged: the KIP-320 model's snapshot invariants need the in-process cluster 
 simulator has, and the group checkers a group workload this run does not have. A
 checker with no evidence at all fails: a run that acknowledged nothing proves nothing.
 
+librdkafka acknowledges some records without an offset: those of a request whose answer
+was lost, once a later batch of the same idempotent producer succeeded (the broker would
+have refused it out of sequence had they not been written: an "implicit ack"). Such an
+acknowledgement is placed where the final read holds its value, and if it holds it
+nowhere it stays at offset -1, which lost-write reports as missing.
+
 quarantine-complete is judged differently from the simulator, which journals every
 byte its disk removed: a real broker's removals are not observable from outside, so
 the adapter takes every record known to have been in a partition (acknowledged, or
@@ -47,6 +53,7 @@ def judge(
 ) -> list[Verdict]:
     """One verdict per judged checker, then quarantine-complete over ``quarantined``
     (partition folder name, as ``topic-N``, -> the bytes of its quarantine files)."""
+    history, implicit = place_implicit_acks(history)
     counts: dict[str, int] = {}
     for event in history:
         counts[str(event[0])] = counts.get(str(event[0]), 0) + 1
@@ -58,13 +65,32 @@ def judge(
             continue
         problems = checkers.CHECKERS[name](history)
         seen = ", ".join(f"{counts[kind]:,} {kind}" for kind in needs)
-        verdicts.append(_verdict(name, problems, f"held over {seen} events"))
+        if name == "lost-write" and implicit:
+            seen += f" events ({implicit} acks without an offset, placed by value)"
+        else:
+            seen += " events"
+        verdicts.append(_verdict(name, problems, f"held over {seen}"))
     lost = lost_records(history, topic)
     problems = checkers.quarantine_complete(lost, quarantined)
     files = sum(len(v) for v in quarantined.values())
     held = f"{len(lost)} known records gone from the final log; {files} quarantine files"
     verdicts.append(_verdict("quarantine-complete", problems, held))
     return verdicts
+
+
+def place_implicit_acks(history: checkers.History) -> tuple[list[checkers.Event], int]:
+    """The history with each acknowledgement that came without an offset given the
+    final read's offset of its value in its partition (-1 when it has none), and how
+    many there were."""
+    where = {(e[1], e[3]): e[2] for e in history if e[0] == "final"}
+    placed: list[checkers.Event] = []
+    implicit = 0
+    for e in history:
+        if e[0] == "ack" and e[3] is None:
+            implicit += 1
+            e = ("ack", e[1], e[2], where.get((e[2], checkers.value_of(e[1])), -1))  # type: ignore[arg-type]
+        placed.append(e)
+    return placed, implicit
 
 
 def _verdict(name: str, problems: list[str], held: str) -> Verdict:
