@@ -142,6 +142,7 @@ async def _run(
     zookeeper: ZooKeeper | None = None
     brokers: Brokers | None = None
     nemesis: Nemesis | None = None
+    faults: asyncio.Future[None] | None = None
     try:
         network.create()
         print(f"network: 10.231.{network.subnet}.0/24, degraded links by {network.degrade_mode}")
@@ -174,8 +175,9 @@ async def _run(
             print(await workload.settle(), flush=True)
             await workload.read_back()
         finally:
-            if nemesis is not None:
+            if nemesis is not None and faults is not None:
                 nemesis.stop.set()
+                await asyncio.wait([faults])  # its step done: nothing starts after teardown
             await workload.close()
             _write_history(workload, schedule, directory)
         kept = verdicts.read_quarantines([brokers.log_dir(i) for i in range(args.brokers)], TOPIC)

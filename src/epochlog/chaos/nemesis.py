@@ -89,7 +89,8 @@ class Nemesis:
                 return
             self.log(f"start {fault}")
             self._apply(fault)
-            self.stop.wait(fault.duration_s)
+            if self.stop.wait(fault.duration_s):
+                return  # the run's teardown removes the fault with everything else
             self.heal()
             self.log(f"healed {fault.kind}")
 

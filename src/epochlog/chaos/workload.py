@@ -39,7 +39,6 @@ class Workload:
     """Produce at ``rate`` records a second and consume everything, into ``history``."""
 
     def __init__(self, bootstrap: str, partitions: int, rate: int, log_path: str) -> None:
-        self.bootstrap = bootstrap
         self.partitions = [(TOPIC, p) for p in range(partitions)]
         self.rate = rate
         self.history: list[checkers.Event] = []
@@ -51,7 +50,8 @@ class Workload:
         # terminal where the run's steps and table are printed.
         librdkafka = logging.getLogger("epochlog.chaos.librdkafka")
         librdkafka.propagate = False
-        librdkafka.addHandler(logging.FileHandler(log_path))
+        self._log_file = logging.FileHandler(log_path)
+        librdkafka.addHandler(self._log_file)
         self.producer = Producer(
             {
                 "logger": librdkafka,
@@ -145,5 +145,7 @@ class Workload:
 
     async def close(self) -> None:
         self.producer.close()
+        logging.getLogger("epochlog.chaos.librdkafka").removeHandler(self._log_file)
+        self._log_file.close()
         await self.consumer.close()
         await self.admin.close()
