@@ -1,9 +1,10 @@
 """The chaos run's workload, in the host namespace, recording the history the checkers
-judge: confluent-kafka's idempotent acks=all producer of unique values
-(``checkers.value_of(i)``, acknowledged or failed in its delivery callback), epochlog's
-consumer of every partition with ``auto.offset.reset`` none (every poll's records, every
-truncation it reports with its divergence offset), ListOffsets asked now and then
-(KIP-207), and the leader epochs the epochlog clients hold (KIP-232).
+judge: two idempotent acks=all producers of unique values (``checkers.value_of(i)``,
+even i through confluent-kafka, odd i through epochlog's own, each acknowledged or
+failed in its delivery callback), epochlog's consumer of every partition with
+``auto.offset.reset`` none (every poll's records, every truncation it reports with its
+divergence offset), ListOffsets asked now and then (KIP-207), and the leader epochs the
+epochlog clients hold (KIP-232).
 
 Polling, ListOffsets and the final read are the simulator's own (``sim/run.py``) on the
 real Clock: one way of recording a history, whichever world it runs in.
@@ -12,6 +13,7 @@ real Clock: one way of recording a history, whichever world it runs in.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -22,10 +24,11 @@ from confluent_kafka import Message, Producer
 from epochlog.client.admin import AsyncAdmin
 from epochlog.client.consumer import AsyncConsumer
 from epochlog.client.errors import ClientError
+from epochlog.client.producer import AsyncProducer
 from epochlog.protocol.errors import KafkaError
 from epochlog.seams.real import real_seams
 from epochlog.sim import checkers
-from epochlog.sim.run import _client_epochs, _list_offsets, _poll, _read_back
+from epochlog.sim.run import _acknowledged, _client_epochs, _list_offsets, _poll, _read_back
 
 TOPIC = "chaos"
 # How often the leader epochs the clients hold are sampled, in seconds.
@@ -33,6 +36,9 @@ EPOCHS_EVERY_S = 0.1
 # After the faults, how long the cluster may take to have every replica back in every
 # ISR, and the producer to deliver what it still holds.
 SETTLE_S = 120.0
+# How long closing epochlog's producer may wait for what it still holds (only a run cut
+# short has anything left: a settled one has delivered everything).
+CLOSE_S = 10.0
 
 
 class Workload:
@@ -63,6 +69,9 @@ class Workload:
                 "message.timeout.ms": 300_000,
             }
         )
+        self.epochlog_producer = AsyncProducer(
+            {**config, "acks": "all", "linger.ms": 5, "delivery.timeout.ms": 300_000}, self.seams
+        )
         self.sent = 0
 
     def note(self, seconds: float, what: str) -> None:
@@ -88,7 +97,7 @@ class Workload:
                 due = int((time.monotonic() - started) * self.rate)
                 while self.sent < due:
                     try:
-                        self._produce(self.sent)
+                        await self._produce(self.sent)
                     except BufferError:
                         break
                     self.sent += 1
@@ -99,17 +108,27 @@ class Workload:
                 watcher.cancel()
             await asyncio.gather(*watchers, return_exceptions=True)
 
-    def _produce(self, i: int) -> None:
+    async def _produce(self, i: int) -> None:
+        value, key = checkers.value_of(i), b"k%d" % i
+        if i % 2:
+            future = await self.epochlog_producer.send(TOPIC, value, key=key)
+            future.add_done_callback(lambda f: _acknowledged(self.history, i, f))
+            return
+
         def delivered(error: LibrdkafkaError | None, message: Message) -> None:
             if error is None:
                 self.history.append(("ack", i, message.partition(), message.offset()))
             else:
                 self.history.append(("failed", i, error.name()))
 
-        self.producer.produce(TOPIC, checkers.value_of(i), key=b"k%d" % i, on_delivery=delivered)
+        self.producer.produce(TOPIC, value, key=key, on_delivery=delivered)
 
     async def _sample_epochs(self) -> None:
-        clients = {"consumer": self.consumer, "admin": self.admin}
+        clients = {
+            "consumer": self.consumer,
+            "admin": self.admin,
+            "producer": self.epochlog_producer,
+        }
         held: dict[tuple[str, str], int] = {}
         while True:
             await asyncio.sleep(EPOCHS_EVERY_S)
@@ -136,7 +155,11 @@ class Workload:
         else:
             return f"not settled after {SETTLE_S:.0f} s ({state})"
         left = await asyncio.to_thread(self.producer.flush, max(1.0, deadline - time.monotonic()))
-        return f"settled ({state}); {left} records undelivered"
+        flushed = await self.epochlog_producer.flush(max(1.0, deadline - time.monotonic()))
+        return (
+            f"settled ({state}); {left} records undelivered by confluent-kafka, "
+            f"epochlog's producer {'flushed' if flushed else 'NOT flushed'}"
+        )
 
     async def read_back(self) -> None:
         """The live consumer catches up, then every partition is read from 0 (final)."""
@@ -144,6 +167,8 @@ class Workload:
                          self.history)  # type: ignore[arg-type]  # fmt: skip
 
     async def close(self) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.epochlog_producer.close(), CLOSE_S)
         self.producer.close()
         logging.getLogger("epochlog.chaos.librdkafka").removeHandler(self._log_file)
         self._log_file.close()
