@@ -1,7 +1,8 @@
 # Shared setup for scripts/test.sh and scripts/demo.sh; source it, do not run it.
 #
 # Makes a fresh Debian machine (Python 3.11, pip, root in CI) ready: the Debian
-# packages the tests drive (kcat, iperf3, zookeeper, chromium) and a .venv with epochlog installed editable.
+# packages the tests drive (kcat, iperf3, ZooKeeper, chromium, iproute2 and iptables
+# for `epochlog chaos`) and a .venv with epochlog installed editable.
 # Every step checks first, so a second run costs well under a second.
 
 EPOCHLOG_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -16,6 +17,10 @@ EPOCHLOG_DEBIAN_TOOLS=(
     # The console's browser tests: headless chromium driven through chromedriver.
     "chromium:chromium"
     "chromedriver:chromium-driver"
+    # epochlog chaos (tests/chaos): namespaces and veths, queues, partitions.
+    "ip:iproute2"
+    "tc:iproute2"
+    "iptables:iptables"
 )
 
 epochlog_log() {

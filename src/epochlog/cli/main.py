@@ -11,6 +11,7 @@ epochlog console           a web console: brokers, partitions, groups, truncatio
 epochlog quarantine ...    list, show and replay what truncations kept aside
 epochlog acls ...          add, list and remove ACLs (kafka-acls.sh's options)
 epochlog settings          every setting with its default (docs/settings.md)
+epochlog chaos ...         real brokers, real faults (root: namespaces, iptables), checked
 epochlog demo              the main job: a cluster, a PySpark pipeline, an unclean election
 """
 
@@ -26,6 +27,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from epochlog.broker.broker import Broker
 from epochlog.broker.config import BrokerConfig, parse_properties
+from epochlog.chaos.command import add_chaos_arguments
 from epochlog.cli import acl_commands, admin_commands, users
 from epochlog.cli.logs import configure_logging
 from epochlog.client.errors import ClientError
@@ -278,6 +280,12 @@ def _cmd_sim(args: argparse.Namespace) -> int:
     return run_sim_from_args(args)
 
 
+def _cmd_chaos(args: argparse.Namespace) -> int:
+    from epochlog.chaos.command import run_from_args
+
+    return run_from_args(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="epochlog", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
@@ -398,6 +406,10 @@ def build_parser() -> argparse.ArgumentParser:
     sim = sub.add_parser("sim", help="seeds through the deterministic simulator, checked")
     add_sim_arguments(sim)
     sim.set_defaults(func=_cmd_sim)
+
+    chaos = sub.add_parser("chaos", help="real brokers under real faults, checked (root)")
+    add_chaos_arguments(chaos)
+    chaos.set_defaults(func=_cmd_chaos)
     return parser
 
 
