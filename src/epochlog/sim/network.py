@@ -28,7 +28,7 @@ def _refuse_tls(tls: Tls | None) -> None:
     """The simulated network carries bytes, not TLS: a simulation runs PLAINTEXT
     listeners only, and says so rather than pretending to encrypt."""
     if tls is not None:
-        raise NotImplementedError("the simulated network has no TLS: use PLAINTEXT listeners")
+        raise ValueError("the simulated network has no TLS: use PLAINTEXT listeners")
 
 
 class SimConnection:
