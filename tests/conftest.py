@@ -31,6 +31,12 @@ def pytest_runtest_makereport(
     return report
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Long modules first: the workers of `pytest -n` take files in this order, and a
+    minutes-long file picked up last would leave the other worker idle at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
+
+
 BrokerFactory = Callable[..., BrokerProcess]
 
 

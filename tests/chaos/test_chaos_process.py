@@ -26,7 +26,7 @@ from epochlog.chaos.netns import BRIDGE_PREFIX, OWNER_MARK, PREFIX
 from epochlog.chaos.workload import TOPIC
 from support.broker import require_binary
 
-pytestmark = pytest.mark.chaos
+pytestmark = [pytest.mark.chaos, pytest.mark.long]
 
 CHECKERS = [*verdicts.EVIDENCE, "quarantine-complete"]
 

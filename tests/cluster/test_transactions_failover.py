@@ -16,10 +16,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import confluent_kafka as ck
+import pytest
 from cluster_harness import Cluster, eventually, running_cluster, send_request
 from kafka.protocol.metadata import FindCoordinatorRequest
 
 from support.clients import confluent_producer
+
+pytestmark = pytest.mark.long
 
 RECORDS = int(os.environ.get("EPOCHLOG_EOS_RECORDS", "100000"))
 PARTITIONS = 3
@@ -42,6 +45,9 @@ class EosLoop:
     def __init__(self, bootstrap: str) -> None:
         self.bootstrap = bootstrap
         self.done = 0
+        # The loop holds (polls nothing) once `done` reaches this, so that each kill
+        # falls in the middle of the run however fast the machine is.
+        self.hold_at = RECORDS
         self.transactions = 0
         self.aborts = 0
         self.error: BaseException | None = None
@@ -90,6 +96,9 @@ class EosLoop:
         consumer.subscribe(["in"])
         try:
             while not self._stop.is_set():
+                if self.done >= self.hold_at:
+                    time.sleep(0.05)
+                    continue
                 messages = consumer.consume(1000, 0.5)
                 messages = [m for m in messages if m.error() is None]
                 if not messages:
@@ -175,7 +184,11 @@ def test_consume_transform_produce_survives_coordinator_and_leader_kills_exactly
                 producer.poll(0)
         assert producer.flush(120) == 0
 
-        loop = EosLoop(cluster.bootstrap).start()
+        loop = EosLoop(cluster.bootstrap)
+        # Each phase may run on a little (records done while a broker is down), never
+        # to the end before its kill.
+        loop.hold_at = RECORDS // 3 + RECORDS // 10
+        loop.start()
         try:
             eventually(lambda: loop.done >= RECORDS // 3 or loop.error, 300, "a third done")
             assert loop.error is None, loop.error
@@ -188,6 +201,7 @@ def test_consume_transform_produce_survives_coordinator_and_leader_kills_exactly
                 loop,
                 lambda: coordinator_of(cluster, TXN_ID) not in (coordinator, -1),
             )
+            loop.hold_at = 2 * RECORDS // 3 + RECORDS // 10
             eventually(lambda: loop.done >= 2 * RECORDS // 3 or loop.error, 300, "two thirds")
             assert loop.error is None, loop.error
             # The second kill is an output leader that is not the coordinator now (the
@@ -198,6 +212,7 @@ def test_consume_transform_produce_survives_coordinator_and_leader_kills_exactly
             victim = others[0] if others else sorted(set(leaders.values()) - {coordinator_now})[0]
             led = [p for p, leader in leaders.items() if leader == victim]
             at_second_kill = loop.done
+            loop.hold_at = RECORDS
             down_for_a_while(
                 cluster,
                 victim,

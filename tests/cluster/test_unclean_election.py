@@ -15,8 +15,11 @@ from typing import Any
 import confluent_kafka as ck
 import kafka
 import kafka.errors
+import pytest
 from cluster_harness import Cluster, eventually, running_cluster
 from kafka.structs import OffsetAndMetadata
+
+pytestmark = pytest.mark.long
 
 TOPIC = "unclean"
 FIRST = [(b"first-%d" % i, b"on every replica") for i in range(5)]

@@ -13,12 +13,15 @@ from typing import Any
 
 import confluent_kafka as ck
 import kafka
+import pytest
 from cluster_harness import Cluster, eventually, produce_answer, running_cluster
 from kafka.protocol.producer import ProduceRequest, WriteTxnMarkersRequest
 
 from epochlog.client import Consumer, TopicPartition
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.records import build_batch
+
+pytestmark = pytest.mark.long
 
 TOPIC = "unclean-txn"
 SETTINGS = {"zookeeper.session.timeout.ms": "30000"}

@@ -25,6 +25,8 @@ from continuous_producer import ContinuousProducer, check_log_holds_exactly_the_
 from support.clients import confluent_consume
 from support.zookeeper import ZooKeeperEnsemble
 
+pytestmark = pytest.mark.long
+
 TOPIC = "ensemble"
 # Acknowledged records wanted after each fault, to show the cluster kept working.
 PROGRESS = 1000

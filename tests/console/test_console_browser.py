@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from console_browser import (
     chromium,
     console_process,
@@ -30,6 +31,8 @@ from cluster.cluster_harness import eventually, running_cluster
 from epochlog.client.fetched import OffsetAndEpoch
 from epochlog.client.sync import Admin
 from support.broker import BrokerProcess
+
+pytestmark = pytest.mark.long
 
 TOPIC = "console"
 FIRST = [(b"first-%d" % i, b"on every replica") for i in range(5)]

@@ -149,6 +149,22 @@ async def fetch(conn: BrokerConnection, group: str, version: int) -> dict:
     }
 
 
+async def coordinator_loaded(broker: Any, conn: BrokerConnection, group: str) -> None:
+    """Wait, as a client retries, while a restarted broker is not yet the group's
+    coordinator again (NOT_COORDINATOR until the controller has re-elected it, then
+    COORDINATOR_LOAD_IN_PROGRESS while it reads the offsets back)."""
+    request = OffsetFetchRequest(
+        groups=[OffsetFetchRequest.OffsetFetchRequestGroup(group_id=group, topics=None)]
+    )
+    retriable = {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}
+    for _ in range(200):
+        (answer,) = (await conn.send(request, 8)).groups
+        if answer.error_code not in retriable:
+            return
+        await broker.seams.clock.sleep(0.05)
+    raise AssertionError(f"group {group!r} still has no loaded coordinator after 10 s")
+
+
 def test_find_coordinator_creates_the_internal_topic_and_names_this_broker(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with running_broker(tmp_path, **SETTINGS) as broker:
@@ -304,6 +320,7 @@ def test_committed_offsets_and_groups_are_loaded_back_after_a_restart(tmp_path: 
             await conn.close()
         async with running_broker(tmp_path, **SETTINGS) as broker:
             conn = await connect(broker)
+            await coordinator_loaded(broker, conn, "g")
             assert await fetch(conn, "g", 8) == {("t", 0): (2, 0, "m")}
             described = await conn.send(DescribeGroupsRequest(groups=["g"]), 5)
             # Loaded with its member, which must heartbeat within its session timeout.

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.long
+
 # A hang guard for the whole run (Spark's start dominates on a busy machine).
 DEMO_BOUND_S = 840
 

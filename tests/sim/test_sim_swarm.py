@@ -10,6 +10,8 @@ import pytest
 
 from epochlog.cli.main import main
 
+pytestmark = pytest.mark.long
+
 FIXED = int(os.environ.get("EPOCHLOG_SIM_FIXED_SEEDS", "150"))
 FRESH = int(os.environ.get("EPOCHLOG_SIM_FRESH_SEEDS", "50"))
 

@@ -19,10 +19,13 @@ from collections import Counter
 from pathlib import Path
 
 import confluent_kafka as ck
+import pytest
 from pyspark.sql import SparkSession
 
 from support.broker import BrokerProcess, wait_until
 from support.clients import create_topic
+
+pytestmark = pytest.mark.long
 
 PIPELINE = Path(__file__).with_name("driver_kill_pipeline.py")
 # Hang guards: a Spark driver starts in seconds to tens of seconds on a busy machine.

@@ -10,6 +10,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from pyspark.sql import SparkSession
 from test_exactly_once_driver_kill import (
     BATCH_BOUND_S,
@@ -23,6 +24,8 @@ from test_exactly_once_driver_kill import (
 from epochlog.client import Consumer, TopicPartition
 from support.broker import BrokerProcess, wait_until
 from support.clients import create_topic
+
+pytestmark = pytest.mark.long
 
 MAX_OFFSETS = 2000
 READ_BOUND_S = 120.0

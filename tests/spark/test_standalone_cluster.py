@@ -20,6 +20,8 @@ from truncation_story import Run, Story, check_fail_stopped, check_policy_resume
 import epochlog
 from support.spark_standalone import SparkStandalone
 
+pytestmark = pytest.mark.long
+
 HERE = Path(__file__).resolve().parent
 # A hang guard on one driver run (four queries); never a judgement of speed.
 DRIVER_BOUND_S = 400
