@@ -20,7 +20,7 @@ from epochlog.client import AsyncConsumer, AsyncProducer
 from epochlog.client.admin import AsyncAdmin
 from epochlog.client.connection import BrokerConnection
 from epochlog.client.security import client_network
-from epochlog.seams.real import StreamConnection
+from epochlog.seams.socket_stream import StreamConnection
 from support.certs import KEY_PASSWORD, Certs, ssl_listener_settings
 
 TWO_LISTENERS = {

@@ -250,6 +250,10 @@ class RequestFrame:
     body: memoryview
 
 
+# Enough for any header whose client id is not unusually long.
+_HEADER_PROBE_BYTES = 4096
+
+
 def peek_header(frame: bytes | memoryview) -> tuple[int, int, int]:
     """api_key, api_version and correlation_id: enough to answer even an undecodable request."""
     if len(frame) < _FIXED_HEADER.size:
@@ -260,8 +264,18 @@ def peek_header(frame: bytes | memoryview) -> tuple[int, int, int]:
 def decode_request_header(frame: bytes | memoryview, flexible: bool) -> RequestFrame:
     """Split a request frame (size prefix removed) into its header and body."""
     api_key, api_version, correlation_id = peek_header(frame)
-    stream = io.BytesIO(frame)
-    header = RequestHeader.decode(stream, flexible=flexible)
+    # BytesIO copies whatever is not ``bytes``: decode from the frame's first bytes, and
+    # from the whole frame only if the header may run past them.
+    head = memoryview(frame)[:_HEADER_PROBE_BYTES]
+    stream = io.BytesIO(head)
+    try:
+        header = RequestHeader.decode(stream, flexible=flexible)
+        whole = stream.tell() < len(head) or len(head) == len(frame)
+    except Exception:  # noqa: BLE001 - cut short by the probe; the full decode says why
+        whole = False
+    if not whole:
+        stream = io.BytesIO(frame)
+        header = RequestHeader.decode(stream, flexible=flexible)
     return RequestFrame(
         api_key, api_version, correlation_id, header.client_id, memoryview(frame)[stream.tell() :]
     )

@@ -8,16 +8,20 @@ import logging
 import os
 import random
 import shutil
-import socket
 import ssl
 import time
-from collections.abc import Sequence
 
 from epochlog.seams import Connection, ConnectionHandler, Seams, Server, Tls
+from epochlog.seams.socket_stream import (
+    ReceiveProtocol,
+    StreamConnection,
+    connect_stream,
+    serve_streams,
+    start_server_tls,
+)
 
 log = logging.getLogger("epochlog.network")
 
-SEND_CHUNK = 1 << 20
 
 
 class RealClock:
@@ -131,69 +135,6 @@ class OsDisk:
         return os.path.getsize(path)
 
 
-class StreamConnection:
-    """A TCP connection over asyncio streams, with zero-copy file sends (plain TCP only:
-    TLS encrypts in user space, so a file range is read and written through it)."""
-
-    _native_sendfile = True
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._reader = reader
-        self._writer = writer
-        peer = writer.get_extra_info("peername")
-        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        tls = writer.get_extra_info("ssl_object")
-        self._tls = tls is not None
-        self.peer_certificate: bytes | None = (
-            tls.getpeercert(binary_form=True) if tls is not None else None
-        )
-        sock = writer.get_extra_info("socket")
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    async def read_exactly(self, n: int) -> bytes:
-        return await self._reader.readexactly(n)
-
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        self._writer.write(data)
-
-    def writelines(self, buffers: Sequence[bytes | bytearray | memoryview]) -> None:
-        self._writer.writelines(buffers)
-
-    async def send_file(self, file: object, offset: int, count: int) -> None:
-        if self._writer.transport.is_closing():
-            # The peer left while the response was prepared (a long-poll fetch).
-            raise ConnectionResetError("connection closed before the response was sent")
-        fd = file.fileno()  # type: ignore[attr-defined]
-        if fd is not None and not self._tls and StreamConnection._native_sendfile:
-            loop = asyncio.get_running_loop()
-            with os.fdopen(os.dup(fd), "rb", buffering=0) as fobj:
-                try:
-                    await loop.sendfile(self._writer.transport, fobj, offset, count, fallback=False)
-                    return
-                except (asyncio.SendfileNotAvailableError, NotImplementedError):
-                    # Loops without native sendfile (uvloop): copy through user space.
-                    StreamConnection._native_sendfile = False
-        end = offset + count
-        while offset < end:
-            chunk = file.pread(min(SEND_CHUNK, end - offset), offset)  # type: ignore[attr-defined]
-            if not chunk:
-                raise ConnectionError(f"file {file.path} shorter than expected")  # type: ignore[attr-defined]
-            self._writer.write(chunk)
-            offset += len(chunk)
-            await self._writer.drain()
-
-    async def drain(self) -> None:
-        await self._writer.drain()
-
-    def close(self) -> None:
-        self._writer.close()
-
-    def is_closing(self) -> bool:
-        return self._writer.is_closing()
-
-
 class StreamServer:
     def __init__(self, server: asyncio.base_events.Server) -> None:
         self._server = server
@@ -261,41 +202,30 @@ class SocketNetwork:
     ) -> Server:
         context = self._context(tls, server_side=True) if tls is not None else None
 
-        async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            if context is not None and not await _handshake(writer, context):
+        async def on_client(protocol: ReceiveProtocol) -> None:
+            if context is not None and not await _handshake(protocol, context):
                 return
-            await handler(StreamConnection(reader, writer))
+            await handler(StreamConnection(protocol))
 
-        server = await asyncio.start_server(
-            on_client, host, port, reuse_address=True, limit=1 << 20
-        )
-        return StreamServer(server)
+        return StreamServer(await serve_streams(host, port, on_client, tls=context is not None))
 
     async def connect(self, host: str, port: int, tls: Tls | None = None) -> Connection:
-        if tls is None:
-            reader, writer = await asyncio.open_connection(host, port, limit=1 << 20)
-        else:
-            reader, writer = await asyncio.open_connection(
-                host,
-                port,
-                limit=1 << 20,
-                ssl=self._context(tls, server_side=False),
-                server_hostname=host,
-                ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S,
-            )
-        return StreamConnection(reader, writer)
+        context = self._context(tls, server_side=False) if tls is not None else None
+        return await connect_stream(host, port, context, TLS_HANDSHAKE_TIMEOUT_S)
 
 
-async def _handshake(writer: asyncio.StreamWriter, context: ssl.SSLContext) -> bool:
+async def _handshake(protocol: ReceiveProtocol, context: ssl.SSLContext) -> bool:
     """The server side of a TLS handshake on an accepted connection; a peer that fails
     it (plaintext bytes, an untrusted or expired certificate) is logged and closed."""
-    peer = writer.get_extra_info("peername")
+    transport = protocol.transport
+    assert transport is not None
+    peer = transport.get_extra_info("peername")
     try:
-        await writer.start_tls(context, ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S)
+        await start_server_tls(protocol, context, TLS_HANDSHAKE_TIMEOUT_S)
         return True
-    except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
+    except (OSError, TimeoutError, ConnectionError) as exc:
         log.warning("closing connection from %s: TLS handshake failed: %s", peer, exc)
-        writer.close()
+        transport.close()
         return False
 
 

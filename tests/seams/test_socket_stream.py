@@ -1,0 +1,124 @@
+"""The real network seam's connections: frames received into their own buffers over
+loopback, whatever the sizes and however they are split, and a request header read
+without copying the frame."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import struct
+from collections.abc import Awaitable, Callable
+
+import pytest
+from kafka.protocol.metadata import MetadataRequest
+
+from epochlog.protocol.apis import decode_request_header
+from epochlog.seams import Connection
+from epochlog.seams.real import SocketNetwork
+from epochlog.seams.socket_stream import DIRECT_READ_BYTES, READ_AHEAD_LIMIT
+
+
+def run(scenario: Callable[[], Awaitable[None]]) -> None:
+    asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+async def echo_frames(conn: Connection) -> None:
+    """Answer each size-prefixed frame with its length and a digest of its bytes."""
+    try:
+        while True:
+            (size,) = struct.unpack(">i", await conn.read_exactly(4))
+            data = await conn.read_exactly(size)
+            conn.write(struct.pack(">iI", size, sum(data) & 0xFFFFFFFF))
+            await conn.drain()
+    except (asyncio.IncompleteReadError, ConnectionError):
+        conn.close()
+
+
+def test_frames_small_and_large_sent_back_to_back_arrive_whole() -> None:
+    sizes = [4, 1, DIRECT_READ_BYTES - 1, DIRECT_READ_BYTES, 3 << 20, 10, READ_AHEAD_LIMIT + 7]
+
+    async def scenario() -> None:
+        network = SocketNetwork()
+        server = await network.serve("127.0.0.1", 0, echo_frames)
+        client = await network.connect("127.0.0.1", server.port)
+        frames = [os.urandom(n) for n in sizes]
+        # All at once: the server's reads split and join them as the kernel pleases.
+        client.writelines([struct.pack(">i", len(f)) + f for f in frames])
+        await client.drain()
+        for f in frames:
+            size, digest = struct.unpack(">iI", await client.read_exactly(8))
+            assert (size, digest) == (len(f), sum(f) & 0xFFFFFFFF)
+        client.close()
+        server.close()
+        await server.wait_closed()
+
+    run(scenario)
+
+
+def test_a_read_given_up_by_its_reader_leaves_its_bytes_for_the_next() -> None:
+    async def scenario() -> None:
+        network = SocketNetwork()
+        accepted: asyncio.Queue[Connection] = asyncio.Queue()
+        server = await network.serve("127.0.0.1", 0, accepted.put)
+        client = await network.connect("127.0.0.1", server.port)
+        conn = await accepted.get()
+        payload = os.urandom(2 * DIRECT_READ_BYTES)
+        client.write(payload[:DIRECT_READ_BYTES + 10])
+        await client.drain()
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.3):
+                await conn.read_exactly(len(payload))
+        client.write(payload[DIRECT_READ_BYTES + 10 :])
+        await client.drain()
+        assert await conn.read_exactly(len(payload)) == payload
+        conn.close()
+        client.close()
+        server.close()
+
+    run(scenario)
+
+
+def test_a_peer_that_shuts_its_writing_side_still_gets_its_answers() -> None:
+    async def scenario() -> None:
+        reader_writer: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+        network = SocketNetwork()
+        server = await network.serve("127.0.0.1", 0, echo_frames)
+        reader_writer.append(await asyncio.open_connection("127.0.0.1", server.port))
+        reader, writer = reader_writer[0]
+        frame = os.urandom(100)
+        writer.write(struct.pack(">i", 100) + frame)
+        writer.write_eof()
+        assert await reader.readexactly(8) == struct.pack(">iI", 100, sum(frame))
+        assert await reader.read() == b""  # then the server closes: an EOF, not a reset
+        writer.close()
+        server.close()
+
+    run(scenario)
+
+
+def test_a_connection_lost_mid_frame_is_an_incomplete_read() -> None:
+    async def scenario() -> None:
+        network = SocketNetwork()
+        accepted: asyncio.Queue[Connection] = asyncio.Queue()
+        server = await network.serve("127.0.0.1", 0, accepted.put)
+        client = await network.connect("127.0.0.1", server.port)
+        conn = await accepted.get()
+        client.write(b"x" * 100)
+        await client.drain()
+        client.close()
+        with pytest.raises((asyncio.IncompleteReadError, ConnectionError)):
+            await conn.read_exactly(DIRECT_READ_BYTES * 2)
+        server.close()
+
+    run(scenario)
+
+
+def test_a_request_header_is_read_from_a_bytearray_frame_and_past_the_probe() -> None:
+    body = b"\x00" * 1000
+    for client_id in ("short", "c" * 5000):
+        request = MetadataRequest(topics=[], allow_auto_topic_creation=False)
+        request.with_header(correlation_id=9, client_id=client_id)
+        frame = bytearray(request.encode(version=4, header=True)) + body
+        decoded = decode_request_header(frame, flexible=False)
+        assert (decoded.correlation_id, decoded.client_id) == (9, client_id)
+        assert bytes(decoded.body[-1000:]) == body
