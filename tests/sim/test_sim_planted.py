@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from epochlog.client import group_commits
-from epochlog.replication import partition
+from epochlog.replication import fetcher, partition
 from epochlog.sim.run import SimOptions, SimResult, run_seed
 from epochlog.sim.shrink import broken
 
@@ -45,5 +45,21 @@ def test_a_consumer_committing_an_offset_without_its_epoch_is_caught(
     options = SimOptions(duration=8.0, faults=(), workload=("produce", "consume", "groups"))
     result = first_failure(options, range(1, 201))  # seed 1 catches it
     assert broken(result) == {"CommittedOffsetsCarryEpochs"}, result.findings
+    monkeypatch.undo()
+    assert run_seed(result.seed, options).ok
+
+
+def test_a_follower_fetching_before_it_truncates_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A follower fetches without naming its last epoch, so no leader tells it where
+    their logs diverged (the pre-KIP-101 follower): after a leader dies with records
+    its followers lacked, the new leader's records land after a suffix another replica
+    never had, and two ISR members differ below the high watermark."""
+    monkeypatch.setattr(fetcher, "_PLANTED_FETCH_BEFORE_TRUNCATING", True)
+    options = SimOptions(duration=12.0, faults=("kill",))
+    result = first_failure(options, range(1, 201))  # seed 1 catches it
+    assert broken(result) & {"WeakIsr", "StrongIsr"}, result.findings
+    assert broken(result) <= {"WeakIsr", "StrongIsr", "lost-write", "inconsistent-offsets"}
     monkeypatch.undo()
     assert run_seed(result.seed, options).ok

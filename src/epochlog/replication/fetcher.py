@@ -39,6 +39,10 @@ from epochlog.seams.waiting import Signal, finished_within
 from epochlog.storage.log_holes import Hole
 
 log = logging.getLogger("epochlog.replication.fetcher")
+# A bug planted on purpose for the simulator's tests (tests/sim/test_sim_planted.py),
+# never set elsewhere: the follower fetches without naming its last epoch, so the
+# leader cannot tell it to truncate first.
+_PLANTED_FETCH_BEFORE_TRUNCATING = False
 
 FETCH_VERSION = 12
 EndpointOf = Callable[[int], "tuple[str, int] | None"]
@@ -160,7 +164,9 @@ class LeaderFetcher:
                     partition=fp.partition.index,
                     current_leader_epoch=fp.leader_epoch,
                     fetch_offset=plog.log_end_offset,
-                    last_fetched_epoch=plog.epoch_cache.latest_epoch,
+                    last_fetched_epoch=(
+                        -1 if _PLANTED_FETCH_BEFORE_TRUNCATING else plog.epoch_cache.latest_epoch
+                    ),
                     log_start_offset=plog.log_start_offset,
                     partition_max_bytes=self._settings.replica_fetch_max_bytes,
                 )
