@@ -121,3 +121,76 @@ def test_bound_components_take_their_defaults_and_values_from_the_registry(
         "transaction.max.timeout.ms",
         "log.retention.hours",
     }
+
+
+# Every topic-level config of Kafka 3.9 (TopicConfig.java, the documentation's
+# topic-level configs), with Kafka's default as it writes it.
+KAFKA_TOPIC_CONFIGS = {
+    "cleanup.policy": "delete",
+    "compression.gzip.level": "-1",
+    "compression.lz4.level": "9",
+    "compression.type": "producer",
+    "compression.zstd.level": "3",
+    "delete.retention.ms": "86400000",
+    "file.delete.delay.ms": "60000",
+    "flush.messages": "9223372036854775807",
+    "flush.ms": "9223372036854775807",
+    "follower.replication.throttled.replicas": "",
+    "index.interval.bytes": "4096",
+    "leader.replication.throttled.replicas": "",
+    "local.retention.bytes": "-2",
+    "local.retention.ms": "-2",
+    "max.compaction.lag.ms": "9223372036854775807",
+    "max.message.bytes": "1048588",
+    "message.downconversion.enable": "true",
+    "message.format.version": "3.0-IV1",
+    "message.timestamp.after.max.ms": "9223372036854775807",
+    "message.timestamp.before.max.ms": "9223372036854775807",
+    "message.timestamp.difference.max.ms": "9223372036854775807",
+    "message.timestamp.type": "CreateTime",
+    "min.cleanable.dirty.ratio": "0.5",
+    "min.compaction.lag.ms": "0",
+    "min.insync.replicas": "1",
+    "preallocate": "false",
+    "remote.log.copy.disable": "false",
+    "remote.log.delete.on.disable": "false",
+    "remote.storage.enable": "false",
+    "retention.bytes": "-1",
+    "retention.ms": "604800000",
+    "segment.bytes": "1073741824",
+    "segment.index.bytes": "10485760",
+    "segment.jitter.ms": "0",
+    "segment.ms": "604800000",
+    "unclean.leader.election.enable": "false",
+}
+
+
+def test_every_kafka_topic_config_is_known_with_kafkas_default() -> None:
+    assert {s.name for s in TOPIC} == set(KAFKA_TOPIC_CONFIGS)
+    assert LogConfig().to_properties() == KAFKA_TOPIC_CONFIGS
+
+
+def test_a_topic_config_without_meaning_here_is_accepted_and_marked_so() -> None:
+    from epochlog.settings.topic import NO_EFFECT
+
+    inert = {s.name for s in TOPIC if s.section == NO_EFFECT}
+    assert "preallocate" in inert and "compression.type" not in inert
+    for name in inert:
+        assert TOPIC[name].doc.startswith(NO_EFFECT), name
+    config = LogConfig.from_properties({"preallocate": "true", "segment.jitter.ms": "5"})
+    assert config.to_properties()["preallocate"] == "true"
+    with pytest.raises(SettingError, match="^remote.storage.enable: tiered storage"):
+        LogConfig.from_properties({"remote.storage.enable": "true"})
+
+
+def test_every_honoured_topic_config_is_read_by_the_code() -> None:
+    from epochlog.settings.topic import NO_EFFECT
+
+    source = "".join(p.read_text(encoding="utf-8") for p in (ROOT / "src").rglob("*.py"))
+    # Once declared as a LogConfig field, and read at least once more.
+    unread = [
+        s.name
+        for s in TOPIC
+        if s.section != NO_EFFECT and source.count(s.name.replace(".", "_")) < 2
+    ]
+    assert unread == []

@@ -46,6 +46,7 @@ def _parse_policy(name: str, raw: object) -> str:
 
 CLEANUP_POLICY = Kind(ConfigType.LIST, _parse_policy, "delete and/or compact, comma-separated")
 TIMESTAMP_TYPE = choice("CreateTime", "LogAppendTime")
+COMPRESSION_TYPE = choice("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
 
 def _section(section: str, entries: list[tuple[str, Kind, object, str]]) -> list[Setting]:
@@ -223,6 +224,13 @@ _LOG = _section(
             1,
             "In-sync replicas an acks=all write needs.",
         ),
+        ("compression.type", COMPRESSION_TYPE, "producer", "The codec leaders store batches in."),
+        ("log.message.timestamp.before.max.ms", _COUNT, LONG_MAX, "CreateTime's bound behind."),
+        ("log.message.timestamp.after.max.ms", _COUNT, LONG_MAX, "CreateTime's bound ahead."),
+        ("log.message.timestamp.difference.max.ms", _COUNT, LONG_MAX, "Both bounds (deprecated)."),
+        ("log.index.size.max.bytes", integer(4, long=False), 10485760, "A segment's index size."),
+        ("log.cleaner.min.compaction.lag.ms", _COUNT, 0, "Least age of a compacted record."),
+        ("log.cleaner.max.compaction.lag.ms", _POSITIVE, LONG_MAX, "Most age of a dirty record."),
     ],
 )
 
