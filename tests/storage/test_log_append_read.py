@@ -5,8 +5,9 @@ import pytest
 
 from epochlog.protocol.batch import read_header
 from epochlog.protocol.errors import ErrorCode, KafkaError
-from epochlog.protocol.records import iter_records
+from epochlog.protocol.records import build_batch, iter_records
 from epochlog.storage.config import LogConfig
+from epochlog.storage.log import Log
 
 from .conftest import batch
 
@@ -168,6 +169,18 @@ def test_compression_type_rewrites_batches_in_the_topic_codec_keeping_producer_f
     assert second.is_transactional and not second.is_log_append_time
     assert [r.offset for r in iter_records(data)] == [0, 1, 2]  # CRC checked
     assert [r.timestamp for r in iter_records(data[first.size :])] == [1000, 1001]
+
+
+def test_compression_level_of_the_topic_is_used_when_rewriting(open_log, tmp_path, disk, clock):
+    text = [(None, b"%d:%d " % (i, i * i % 9973) * 20, [], 1000) for i in range(200)]
+    sizes = []
+    for level in (-50, 19):
+        config = LogConfig(compression_type="zstd", compression_zstd_level=level)
+        log = Log.open(disk, clock, str(tmp_path / f"z{level}"), "z", 0, config)
+        log.append_as_leader(bytearray(build_batch(text)), leader_epoch=0)
+        (header,) = headers_of(slice_bytes(log.read(0, 1 << 20)))
+        sizes.append(header.size)
+    assert sizes[1] < sizes[0]
 
 
 def test_compression_type_producer_keeps_the_producers_bytes(open_log):

@@ -19,14 +19,17 @@ CODECS = {"uncompressed": NONE, "gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zst
 Buffer = bytes | bytearray | memoryview
 
 
-def recompress_batch(buf: Buffer, pos: int, header: BatchHeader, codec: int) -> bytearray:
-    """The batch at ``pos`` with its records section in ``codec`` (an attribute id)."""
+def recompress_batch(
+    buf: Buffer, pos: int, header: BatchHeader, codec: int, level: int | None = None
+) -> bytearray:
+    """The batch at ``pos`` with its records section in ``codec`` (an attribute id), at
+    ``level`` (None: Kafka's default for the codec)."""
     view = memoryview(buf)
     body: Buffer = view[pos + _batch.HEADER_SIZE : pos + header.size]
     if header.compression:
         body = decompress(header.compression, body)
     out = bytearray(view[pos : pos + _batch.HEADER_SIZE])
-    out += compress(codec, body)
+    out += compress(codec, body, level)
     attributes = (header.attributes & ~_batch.COMPRESSION_MASK) | codec
     struct.pack_into(">i", out, _batch.BATCH_LENGTH, len(out) - _batch.LOG_OVERHEAD)
     struct.pack_into(">h", out, _batch.ATTRIBUTES, attributes)

@@ -124,6 +124,27 @@ _DECLARED: list[tuple[str, Kind, str, tuple[tuple[str, int], ...], object]] = [
         None,
     ),
     (
+        "compression.gzip.level",
+        integer(-1, 9, long=False),
+        "The gzip level a leader rewrites batches at (1..9; -1: gzip's default, 6).",
+        (("compression.gzip.level", 1),),
+        None,
+    ),
+    (
+        "compression.lz4.level",
+        integer(1, 17, long=False),
+        "The lz4 level a leader rewrites batches at.",
+        (("compression.lz4.level", 1),),
+        None,
+    ),
+    (
+        "compression.zstd.level",
+        integer(-131072, 22, long=False),
+        "The zstd level a leader rewrites batches at.",
+        (("compression.zstd.level", 1),),
+        None,
+    ),
+    (
         "message.timestamp.before.max.ms",
         integer(0),
         "With CreateTime, a record whose timestamp is further than this behind the "
@@ -184,19 +205,6 @@ def _remote_storage(name: str, raw: object) -> bool:
 # Topic settings Kafka knows that have no meaning here: (name, kind, Kafka's default,
 # why). Accepted, stored and described, so that no client is refused a name Kafka knows.
 _ACCEPTED: list[tuple[str, Kind, object, str]] = [
-    (
-        "compression.gzip.level",
-        integer(-1, 9, long=False),
-        -1,
-        "gzip is written at its default level.",
-    ),
-    (
-        "compression.lz4.level",
-        integer(1, 17, long=False),
-        9,
-        "lz4 is written at its default level.",
-    ),
-    ("compression.zstd.level", integer(-131072, 22, long=False), 3, "zstd is written at level 3."),
     (
         "file.delete.delay.ms",
         integer(0),

@@ -2,11 +2,12 @@
 before the log numbers and writes it (Kafka's LogValidator, the parts that depend on
 the topic): sizes (``max.message.bytes``, ``segment.bytes``), CreateTime timestamps
 within ``message.timestamp.before.max.ms`` / ``after.max.ms``, and the codec batches
-are stored in (``compression.type``)."""
+are stored in (``compression.type``, at ``compression.<codec>.level``)."""
 
 from __future__ import annotations
 
 from epochlog.protocol.batch import BatchHeader, iter_batches
+from epochlog.protocol.compression import GZIP, LZ4, ZSTD
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.protocol.recompression import CODECS, recompress_batch
 from epochlog.protocol.records import iter_records
@@ -72,6 +73,11 @@ def recompressed(records: bytearray, batches: Batches, config: LogConfig) -> byt
     if config.compression_type == PRODUCER:
         return records
     codec = CODECS[config.compression_type]
+    level = {
+        GZIP: config.compression_gzip_level,
+        LZ4: config.compression_lz4_level,
+        ZSTD: config.compression_zstd_level,
+    }.get(codec)
     if all(h.compression == codec or h.is_control for _, h in batches):
         return records
     out = bytearray()
@@ -79,5 +85,5 @@ def recompressed(records: bytearray, batches: Batches, config: LogConfig) -> byt
         if header.compression == codec or header.is_control:
             out += memoryview(records)[position : position + header.size]
         else:
-            out += recompress_batch(records, position, header, codec)
+            out += recompress_batch(records, position, header, codec, level)
     return out

@@ -44,11 +44,11 @@ class LogConfig:
     segment_index_bytes: int = bound(TOPIC, "segment.index.bytes")
     min_compaction_lag_ms: int = bound(TOPIC, "min.compaction.lag.ms")
     max_compaction_lag_ms: int = bound(TOPIC, "max.compaction.lag.ms")
-    # Accepted from Kafka with no effect here (settings.topic.NO_EFFECT): kept so that
-    # DescribeConfigs reports what was set.
     compression_gzip_level: int = bound(TOPIC, "compression.gzip.level")
     compression_lz4_level: int = bound(TOPIC, "compression.lz4.level")
     compression_zstd_level: int = bound(TOPIC, "compression.zstd.level")
+    # Accepted from Kafka with no effect here (settings.topic.NO_EFFECT): kept so that
+    # DescribeConfigs reports what was set.
     file_delete_delay_ms: int = bound(TOPIC, "file.delete.delay.ms")
     follower_replication_throttled_replicas: tuple[str, ...] = bound(
         TOPIC, "follower.replication.throttled.replicas"
