@@ -25,6 +25,7 @@ from kafka.protocol.producer import InitProducerIdRequest
 from epochlog.broker.handlers import SUPPORTED
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.records import iter_records
+from epochlog.settings.topic import NO_EFFECT
 
 
 def fetch_request(
@@ -386,6 +387,16 @@ def test_describe_configs_reports_every_setting_with_its_source_type_and_documen
             assert [(s.name, s.value, s.source) for s in retention.synonyms] == [
                 ("log.retention.hours", "1", 4),
                 ("log.retention.hours", "168", 5),
+            ]
+            # A Kafka setting without meaning here says so where clients read about it.
+            keys = ["preallocate", "compression.type"]
+            topic = await conn.send(describe(2, "t", keys), 4)
+            found = {c.name: c for c in topic.results[0].configs}
+            assert found["preallocate"].documentation.startswith(NO_EFFECT)
+            assert found["preallocate"].config_type == 1 and found["preallocate"].value == "false"
+            assert not found["compression.type"].documentation.startswith(NO_EFFECT)
+            assert [(s.name, s.value, s.source) for s in found["compression.type"].synonyms] == [
+                ("compression.type", "producer", 5)
             ]
             await conn.close()
 

@@ -25,6 +25,7 @@ from kafka.admin import ConfigResourceType
 from epochlog.protocol.batch import read_header
 from epochlog.settings.topic import TOPIC
 from support.broker import BrokerProcess
+from support.kafka_configs import KAFKA_TOPIC_CONFIGS
 from support.segments import segment_files
 
 pytestmark = pytest.mark.filterwarnings("ignore:alter_configs has been deprecated")
@@ -91,6 +92,26 @@ def test_every_kafka_topic_config_is_accepted_by_create_topics_and_described_wit
     entries = _described(module_broker, "cfg-all")
     # kafka-python restates the other overrides; the one it changed is now lz4.
     assert entries["compression.type"].value == "lz4" and entries["preallocate"].value == "true"
+
+
+def test_every_kafka_topic_config_name_is_accepted_by_create_and_incremental_alter(
+    module_broker: BrokerProcess,
+) -> None:
+    # Kafka's defaults are values Kafka accepts, so each name is given one.
+    _create(module_broker, "cfg-every", KAFKA_TOPIC_CONFIGS)
+    entries = _described(module_broker, "cfg-every")
+    assert {
+        n for n, e in entries.items() if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    } == set(KAFKA_TOPIC_CONFIGS)
+    admin = _admin(module_broker)
+    changes = [
+        ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+        for name, value in KAFKA_TOPIC_CONFIGS.items()
+        if name != "segment.jitter.ms"
+    ] + [ConfigEntry("segment.jitter.ms", None, incremental_operation=AlterConfigOpType.DELETE)]
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "cfg-every", incremental_configs=changes)
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    assert _described(module_broker, "cfg-every")["segment.jitter.ms"].is_default
 
 
 def test_incremental_alter_configs_appends_to_and_subtracts_from_cleanup_policy(

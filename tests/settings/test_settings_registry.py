@@ -17,6 +17,7 @@ from epochlog.settings.registry import SettingError
 from epochlog.settings.topic import TOPIC
 from epochlog.storage.config import LogConfig
 from epochlog.tools.settings_reference import reference
+from support.kafka_configs import KAFKA_TOPIC_CONFIGS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -133,48 +134,6 @@ def test_bound_components_take_their_defaults_and_values_from_the_registry(
         "transaction.max.timeout.ms",
         "log.retention.hours",
     }
-
-
-# Every topic-level config of Kafka 3.9 (TopicConfig.java, the documentation's
-# topic-level configs), with Kafka's default as it writes it.
-KAFKA_TOPIC_CONFIGS = {
-    "cleanup.policy": "delete",
-    "compression.gzip.level": "-1",
-    "compression.lz4.level": "9",
-    "compression.type": "producer",
-    "compression.zstd.level": "3",
-    "delete.retention.ms": "86400000",
-    "file.delete.delay.ms": "60000",
-    "flush.messages": "9223372036854775807",
-    "flush.ms": "9223372036854775807",
-    "follower.replication.throttled.replicas": "",
-    "index.interval.bytes": "4096",
-    "leader.replication.throttled.replicas": "",
-    "local.retention.bytes": "-2",
-    "local.retention.ms": "-2",
-    "max.compaction.lag.ms": "9223372036854775807",
-    "max.message.bytes": "1048588",
-    "message.downconversion.enable": "true",
-    "message.format.version": "3.0-IV1",
-    "message.timestamp.after.max.ms": "9223372036854775807",
-    "message.timestamp.before.max.ms": "9223372036854775807",
-    "message.timestamp.difference.max.ms": "9223372036854775807",
-    "message.timestamp.type": "CreateTime",
-    "min.cleanable.dirty.ratio": "0.5",
-    "min.compaction.lag.ms": "0",
-    "min.insync.replicas": "1",
-    "preallocate": "false",
-    "remote.log.copy.disable": "false",
-    "remote.log.delete.on.disable": "false",
-    "remote.storage.enable": "false",
-    "retention.bytes": "-1",
-    "retention.ms": "604800000",
-    "segment.bytes": "1073741824",
-    "segment.index.bytes": "10485760",
-    "segment.jitter.ms": "0",
-    "segment.ms": "604800000",
-    "unclean.leader.election.enable": "false",
-}
 
 
 def test_every_kafka_topic_config_is_known_with_kafkas_default() -> None:
