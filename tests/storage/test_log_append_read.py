@@ -198,10 +198,11 @@ def test_create_time_outside_the_topics_bounds_is_invalid_timestamp(open_log, cl
     now = clock.now_ms
     log.append_as_leader(batch(2, ts=now - 60_000), leader_epoch=0)
     # Its first record too old; its second record (only) too new.
-    for first_timestamp in (now - 60_001, now + 1_000):
+    for first_timestamp, at_fault in ((now - 60_001, 0), (now + 1_000, 1)):
         with pytest.raises(KafkaError) as refused:
             log.append_as_leader(batch(2, ts=first_timestamp), leader_epoch=0)
         assert refused.value.code == ErrorCode.INVALID_TIMESTAMP
+        assert [index for index, _ in refused.value.record_errors] == [at_fault]
     assert log.log_end_offset == 2
     appended = open_log(LogConfig(message_timestamp_type="LogAppendTime",
                                   message_timestamp_before_max_ms=0))  # fmt: skip

@@ -10,6 +10,7 @@ from epochlog.protocol.batch import BatchHeader, iter_batches
 from epochlog.protocol.compression import GZIP, LZ4, ZSTD
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.protocol.recompression import CODECS, recompress_batch
+from epochlog.protocol.record_validation import RecordErrors
 from epochlog.protocol.records import iter_records
 from epochlog.settings.registry import LONG_MAX
 from epochlog.storage.config import LogConfig
@@ -46,8 +47,9 @@ def check_batches(records: bytearray, config: LogConfig) -> Batches:
 
 
 def check_timestamps(records: bytearray, batches: Batches, config: LogConfig, now_ms: int) -> None:
-    """INVALID_TIMESTAMP for a CreateTime record further behind or ahead of the
-    broker's clock than the topic allows (records without a timestamp pass)."""
+    """INVALID_TIMESTAMP naming every CreateTime record (record_errors) further behind
+    or ahead of the broker's clock than the topic allows, as Kafka's LogValidator does
+    (records without a timestamp pass)."""
     before, after = config.timestamp_bounds
     if config.log_append_time or (before == after == LONG_MAX):
         return  # the records are not decoded again for a topic without bounds
@@ -56,15 +58,20 @@ def check_timestamps(records: bytearray, batches: Batches, config: LogConfig, no
         if header.is_control:
             continue
         batch = memoryview(records)[position : position + header.size]
-        for record in iter_records(batch, check_crc=False):
-            stamp = record.timestamp
-            if stamp != NO_TIMESTAMP and not earliest <= stamp <= latest:
-                raise KafkaError(
-                    ErrorCode.INVALID_TIMESTAMP,
-                    f"timestamp {stamp} of the record at offset delta "
-                    f"{record.offset - header.base_offset} is outside [{earliest}, {latest}] "
-                    "(message.timestamp.before.max.ms / after.max.ms)",
-                )
+        bounds = f"[{earliest}, {latest}] (message.timestamp.before.max.ms / after.max.ms)"
+        faults = [
+            (
+                record.offset - header.base_offset,
+                f"timestamp {record.timestamp} is outside {bounds}",
+            )
+            for record in iter_records(batch, check_crc=False)
+            if record.timestamp != NO_TIMESTAMP and not earliest <= record.timestamp <= latest
+        ]
+        if faults:
+            index, message = faults[0]
+            raise RecordErrors(
+                f"record {index}: {message}", faults, code=ErrorCode.INVALID_TIMESTAMP
+            )
 
 
 def recompressed(records: bytearray, batches: Batches, config: LogConfig) -> bytearray:
