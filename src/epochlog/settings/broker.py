@@ -160,6 +160,8 @@ _LOG = _section(
         ("log.segment.bytes", integer(14, long=False), 1 << 30, "Segment size."),
         ("log.roll.ms", _MS, None, "Roll a segment this old (over log.roll.hours)."),
         ("log.roll.hours", _INT_COUNT, 168, "Roll a segment this old, in hours."),
+        ("log.roll.jitter.ms", _COUNT, None, "Roll up to this much earlier (over hours)."),
+        ("log.roll.jitter.hours", integer(0, long=False), 0, "The same, in hours."),
         (
             "log.retention.ms",
             integer(-1),

@@ -34,6 +34,14 @@ _DECLARED: list[tuple[str, Kind, str, tuple[tuple[str, int], ...], object]] = [
         None,
     ),
     (
+        "segment.jitter.ms",
+        integer(0),
+        "A segment rolls up to this much before segment.ms, by an amount fixed per "
+        "segment, so that partitions created together do not all roll at once.",
+        (("log.roll.jitter.ms", 1), ("log.roll.jitter.hours", 3_600_000)),
+        None,
+    ),
+    (
         "retention.ms",
         integer(-1),
         "Delete segments older than this; -1: forever.",
@@ -236,7 +244,6 @@ _ACCEPTED: list[tuple[str, Kind, object, str]] = [
         False,
         "No tiered storage; true is refused, as Kafka refuses it without.",
     ),
-    ("segment.jitter.ms", integer(0), 0, "Segments roll at segment.ms exactly."),
 ]
 
 SYNONYMS: dict[str, tuple[tuple[str, int], ...]] = {

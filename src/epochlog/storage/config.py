@@ -25,6 +25,7 @@ class LogConfig:
 
     segment_bytes: int = bound(TOPIC, "segment.bytes")
     segment_ms: int = bound(TOPIC, "segment.ms")
+    segment_jitter_ms: int = bound(TOPIC, "segment.jitter.ms")
     retention_ms: int = bound(TOPIC, "retention.ms")
     retention_bytes: int = bound(TOPIC, "retention.bytes")
     index_interval_bytes: int = bound(TOPIC, "index.interval.bytes")
@@ -64,7 +65,6 @@ class LogConfig:
     remote_log_copy_disable: bool = bound(TOPIC, "remote.log.copy.disable")
     remote_log_delete_on_disable: bool = bound(TOPIC, "remote.log.delete.on.disable")
     remote_storage_enable: bool = bound(TOPIC, "remote.storage.enable")
-    segment_jitter_ms: int = bound(TOPIC, "segment.jitter.ms")
 
     @classmethod
     def from_properties(

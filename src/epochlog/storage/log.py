@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import zlib
 from collections.abc import Callable
 
 from epochlog.protocol.batch import (
@@ -278,7 +279,7 @@ class Log:
             return
         too_big = active.size + size > self._config.segment_bytes
         too_old = (
-            active.time_waited_for_roll(now_ms, headers[0].max_timestamp) > self._config.roll_ms
+            active.time_waited_for_roll(now_ms, headers[0].max_timestamp) > self._roll_after_ms()
         )
         too_far = headers[-1].last_offset - active.base_offset > MAX_RELATIVE_OFFSET
         index_full = active.index_full(self._config.segment_index_bytes)
@@ -314,13 +315,23 @@ class Log:
         self.producer_state.take_snapshot(self.log_end_offset)
         return self._add_segment(new_base)
 
+    def _roll_after_ms(self) -> int:
+        """The active segment's age that rolls it: ``roll_ms`` less its jitter, fixed per
+        segment by a hash (Kafka draws it at random; a hash spreads rolls as well and
+        replays the same in the simulator)."""
+        jitter = min(self._config.segment_jitter_ms, self._config.roll_ms)
+        if jitter <= 0:
+            return self._config.roll_ms
+        key = f"{self.topic}-{self.partition}-{self.active_segment.base_offset}"
+        return self._config.roll_ms - zlib.crc32(key.encode()) % jitter
+
     def maybe_roll(self, now_ms: int) -> bool:
         """Roll by ``segment.ms`` (or ``max.compaction.lag.ms``) when no append came to do it."""
         active = self.active_segment
         # Also require the segment to have been open that long on this clock, so old
         # CreateTime timestamps (mirrored data) cannot make every check roll a segment.
         waited = min(active.time_waited_for_roll(now_ms, None), now_ms - active.created_ms)
-        if active.size and waited > self._config.roll_ms:
+        if active.size and waited > self._roll_after_ms():
             self.roll()
             return True
         return False
