@@ -226,3 +226,20 @@ def test_a_full_segment_index_rolls_the_segment(open_log):
     for segment in log.segments:
         assert segment.offset_index.entries * 8 <= 24
         assert segment.time_index.entries * 12 <= 24
+
+
+def test_flush_messages_fsyncs_once_that_many_records_are_unflushed(open_log):
+    log = open_log(LogConfig(flush_messages=3))
+    log.append_as_leader(batch(2), leader_epoch=0)
+    assert log.recovery_point == 0
+    log.append_as_leader(batch(1), leader_epoch=0)
+    assert log.recovery_point == 3
+
+
+def test_flush_ms_fsyncs_a_log_unflushed_that_long(open_log, clock):
+    log = open_log(LogConfig(flush_ms=1_000))
+    log.append_as_leader(batch(2), leader_epoch=0)
+    clock.advance(999)
+    assert not log.maybe_flush(clock.now_ms) and log.recovery_point == 0
+    clock.advance(1)
+    assert log.maybe_flush(clock.now_ms) and log.recovery_point == 2
