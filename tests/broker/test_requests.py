@@ -25,7 +25,7 @@ from kafka.protocol.producer import InitProducerIdRequest
 from epochlog.broker.handlers import SUPPORTED
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.records import iter_records
-from epochlog.settings.topic import NO_EFFECT
+from epochlog.settings.topic import NO_EFFECT, TOPIC
 
 
 def fetch_request(
@@ -270,6 +270,35 @@ def test_recreated_topic_gets_a_new_topic_id(tmp_path: Path) -> None:
             assert deleted.responses[0].error_code == 0
             second = (await conn.send(create(), 7)).topics[0]
             assert second.error_code == 0 and second.topic_id != first.topic_id
+            await conn.close()
+
+    run(scenario)
+
+
+def test_create_topics_v5_answers_with_every_setting_and_its_source(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path, log_retention_hours="1") as broker:
+            conn = await connect(broker)
+            wanted = CreateTopicsRequest.CreatableTopic(
+                name="t",
+                num_partitions=1,
+                replication_factor=1,
+                assignments=[],
+                configs=[
+                    CreateTopicsRequest.CreatableTopic.CreatableTopicConfig(
+                        name="compression.type", value="gzip"
+                    )
+                ],
+            )
+            request = CreateTopicsRequest(topics=[wanted], timeout_ms=5000, validate_only=True)
+            (answer,) = (await conn.send(request, 5)).topics
+            found = {c.name: (c.value, c.config_source) for c in answer.configs}
+            assert answer.error_code == 0 and set(found) == {s.name for s in TOPIC}
+            assert found["compression.type"] == ("gzip", 1)  # the topic's own
+            assert found["retention.ms"] == ("3600000", 4)  # the broker's file
+            assert found["preallocate"] == ("false", 5)  # the default
+            (older,) = (await conn.send(request, 4)).topics
+            assert older.error_code == 0 and not older.configs
             await conn.close()
 
     run(scenario)
