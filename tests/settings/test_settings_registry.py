@@ -152,6 +152,12 @@ def test_a_topic_config_without_meaning_here_is_accepted_and_marked_so() -> None
     assert config.to_properties()["preallocate"] == "true"
     with pytest.raises(SettingError, match="^remote.storage.enable: tiered storage"):
         LogConfig.from_properties({"remote.storage.enable": "true"})
+    # Values are checked as Kafka checks them, though they change nothing here.
+    throttled = "leader.replication.throttled.replicas"
+    for value in ("*", "0:1, 1:2", ""):
+        LogConfig.from_properties({throttled: value})
+    with pytest.raises(SettingError, match=f"^{throttled}: 'broker1'"):
+        LogConfig.from_properties({throttled: "broker1"})
 
 
 def test_every_honoured_topic_config_is_read_by_the_code() -> None:

@@ -210,6 +210,25 @@ def _remote_storage(name: str, raw: object) -> bool:
     return False
 
 
+_REPLICA_LIST = items(nonempty=False)
+
+
+def _throttled_replicas(name: str, raw: object) -> tuple[str, ...]:
+    """Kafka's form, checked as Kafka checks it: ``*`` or ``partition:broker`` pairs."""
+    values = _REPLICA_LIST.parse(name, raw)
+    if values == ("*",):
+        return values
+    for value in values:
+        partition, sep, broker = value.partition(":")
+        if not (sep and partition.strip().isdigit() and broker.strip().isdigit()):
+            raise SettingError(name, f"{value!r}: expected * or PARTITION:BROKER,...")
+    return values
+
+
+THROTTLED_REPLICAS = Kind(
+    _REPLICA_LIST.config_type, _throttled_replicas, "* or a list of PARTITION:BROKER"
+)
+
 # Topic settings Kafka knows that have no meaning here: (name, kind, Kafka's default,
 # why). Accepted, stored and described, so that no client is refused a name Kafka knows.
 _ACCEPTED: list[tuple[str, Kind, object, str]] = [
@@ -221,13 +240,13 @@ _ACCEPTED: list[tuple[str, Kind, object, str]] = [
     ),
     (
         "follower.replication.throttled.replicas",
-        items(nonempty=False),
+        THROTTLED_REPLICAS,
         "",
         "No replication throttling.",
     ),
     (
         "leader.replication.throttled.replicas",
-        items(nonempty=False),
+        THROTTLED_REPLICAS,
         "",
         "No replication throttling.",
     ),
