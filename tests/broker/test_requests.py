@@ -25,6 +25,7 @@ from kafka.protocol.producer import InitProducerIdRequest
 from epochlog.broker.handlers import SUPPORTED
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.records import iter_records
+from epochlog.settings.topic import NO_EFFECT, TOPIC
 
 
 def fetch_request(
@@ -274,6 +275,35 @@ def test_recreated_topic_gets_a_new_topic_id(tmp_path: Path) -> None:
     run(scenario)
 
 
+def test_create_topics_v5_answers_with_every_setting_and_its_source(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path, log_retention_hours="1") as broker:
+            conn = await connect(broker)
+            wanted = CreateTopicsRequest.CreatableTopic(
+                name="t",
+                num_partitions=1,
+                replication_factor=1,
+                assignments=[],
+                configs=[
+                    CreateTopicsRequest.CreatableTopic.CreatableTopicConfig(
+                        name="compression.type", value="gzip"
+                    )
+                ],
+            )
+            request = CreateTopicsRequest(topics=[wanted], timeout_ms=5000, validate_only=True)
+            (answer,) = (await conn.send(request, 5)).topics
+            found = {c.name: (c.value, c.config_source) for c in answer.configs}
+            assert answer.error_code == 0 and set(found) == {s.name for s in TOPIC}
+            assert found["compression.type"] == ("gzip", 1)  # the topic's own
+            assert found["retention.ms"] == ("3600000", 4)  # the broker's file
+            assert found["preallocate"] == ("false", 5)  # the default
+            (older,) = (await conn.send(request, 4)).topics
+            assert older.error_code == 0 and not older.configs
+            await conn.close()
+
+    run(scenario)
+
+
 def test_idempotent_retry_is_acknowledged_once_and_stored_once(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with running_broker(tmp_path) as broker:
@@ -386,6 +416,16 @@ def test_describe_configs_reports_every_setting_with_its_source_type_and_documen
             assert [(s.name, s.value, s.source) for s in retention.synonyms] == [
                 ("log.retention.hours", "1", 4),
                 ("log.retention.hours", "168", 5),
+            ]
+            # A Kafka setting without meaning here says so where clients read about it.
+            keys = ["preallocate", "compression.type"]
+            topic = await conn.send(describe(2, "t", keys), 4)
+            found = {c.name: c for c in topic.results[0].configs}
+            assert found["preallocate"].documentation.startswith(NO_EFFECT)
+            assert found["preallocate"].config_type == 1 and found["preallocate"].value == "false"
+            assert not found["compression.type"].documentation.startswith(NO_EFFECT)
+            assert [(s.name, s.value, s.source) for s in found["compression.type"].synonyms] == [
+                ("compression.type", "producer", 5)
             ]
             await conn.close()
 

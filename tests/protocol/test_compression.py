@@ -117,6 +117,21 @@ def test_zstd_uses_kafka_default_level() -> None:
     assert compression.ZSTD_LEVEL == 3
 
 
+# Text that compresses better the harder a codec tries (numbers, not one repeated word).
+_TEXT = b" ".join(b"%d:%d" % (i, i * i % 9973) for i in range(20000))
+
+
+@pytest.mark.parametrize("codec, fast, slow", [(1, 1, 9), (3, 1, 17), (4, -50, 19)])
+def test_a_level_is_honoured_and_round_trips(codec: int, fast: int, slow: int) -> None:
+    quick, thorough = compress(codec, _TEXT, fast), compress(codec, _TEXT, slow)
+    assert len(thorough) < len(quick)
+    assert decompress(codec, quick) == decompress(codec, thorough) == _TEXT
+
+
+def test_gzip_level_minus_one_is_kafkas_default() -> None:
+    assert compress(1, _TEXT, -1) == compress(1, _TEXT) == compress(1, _TEXT, 6)
+
+
 def test_lz4_frame_has_independent_blocks() -> None:
     packed = compress(3, b"block " * 50000)
     assert packed[:4] == b"\x04\x22\x4d\x18"  # LZ4 frame magic

@@ -17,6 +17,7 @@ from epochlog.settings.registry import SettingError
 from epochlog.settings.topic import TOPIC
 from epochlog.storage.config import LogConfig
 from epochlog.tools.settings_reference import reference
+from support.kafka_configs import KAFKA_TOPIC_CONFIGS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,13 +58,10 @@ def test_every_setting_the_code_reads_is_declared() -> None:
     assert undeclared == []
 
 
-@pytest.mark.parametrize(
-    "given, message",
-    [({"no.such.setting": "1"}, UNKNOWN), ({"replica.lag.time.max.ms": "soon"}, BAD_BROKER_VALUE)],
-)
-def test_a_broker_refuses_a_setting_with_the_same_message_from_every_source(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], given: dict[str, str], message: str
+def test_a_broker_refuses_a_bad_value_with_the_same_message_from_every_source(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    given, message = {"replica.lag.time.max.ms": "soon"}, BAD_BROKER_VALUE
     with pytest.raises(SettingError) as raised:
         BrokerConfig.from_mapping({"log.dirs": str(tmp_path), **given})
     assert str(raised.value) == message
@@ -80,6 +78,21 @@ def test_a_broker_refuses_a_setting_with_the_same_message_from_every_source(
     assert main(["up", "--data-dir", str(tmp_path / "up"), "--set", f"{name}={value}"]) == 2
     assert capsys.readouterr().err.strip() == f"epochlog up: {message}"
     assert not (tmp_path / "up").exists(), "no broker was started"
+
+
+def test_a_broker_sets_unknown_settings_aside_for_its_startup_warning(tmp_path: Path) -> None:
+    config = BrokerConfig.from_mapping(
+        {"log.dirs": str(tmp_path), "log.retention.hourz": "1", "no.such.setting": "1"}
+    )
+    assert config.unknown == ("log.retention.hourz", "no.such.setting")
+    assert "log.retention.hourz" not in config.settings.given
+
+
+def test_a_broker_started_with_a_misspelt_setting_warns_naming_it(broker_factory) -> None:
+    broker = broker_factory({"log.retention.hourz": "1", "log.retention.hours": "2"})
+    warnings = [line for line in broker.output().splitlines() if "isn't a known config" in line]
+    assert len(warnings) == 1 and "'log.retention.hourz'" in warnings[0], broker.tail()
+    assert "warn" in warnings[0].lower()
 
 
 def test_topic_and_client_settings_are_refused_with_the_same_message() -> None:
@@ -121,3 +134,40 @@ def test_bound_components_take_their_defaults_and_values_from_the_registry(
         "transaction.max.timeout.ms",
         "log.retention.hours",
     }
+
+
+def test_every_kafka_topic_config_is_known_with_kafkas_default() -> None:
+    assert {s.name for s in TOPIC} == set(KAFKA_TOPIC_CONFIGS)
+    assert LogConfig().to_properties() == KAFKA_TOPIC_CONFIGS
+
+
+def test_a_topic_config_without_meaning_here_is_accepted_and_marked_so() -> None:
+    from epochlog.settings.topic import NO_EFFECT
+
+    inert = {s.name for s in TOPIC if s.section == NO_EFFECT}
+    assert "preallocate" in inert and "compression.type" not in inert
+    for name in inert:
+        assert TOPIC[name].doc.startswith(NO_EFFECT), name
+    config = LogConfig.from_properties({"preallocate": "true", "segment.jitter.ms": "5"})
+    assert config.to_properties()["preallocate"] == "true"
+    with pytest.raises(SettingError, match="^remote.storage.enable: tiered storage"):
+        LogConfig.from_properties({"remote.storage.enable": "true"})
+    # Values are checked as Kafka checks them, though they change nothing here.
+    throttled = "leader.replication.throttled.replicas"
+    for value in ("*", "0:1, 1:2", ""):
+        LogConfig.from_properties({throttled: value})
+    with pytest.raises(SettingError, match=f"^{throttled}: 'broker1'"):
+        LogConfig.from_properties({throttled: "broker1"})
+
+
+def test_every_honoured_topic_config_is_read_by_the_code() -> None:
+    from epochlog.settings.topic import NO_EFFECT
+
+    source = "".join(p.read_text(encoding="utf-8") for p in (ROOT / "src").rglob("*.py"))
+    # Once declared as a LogConfig field, and read at least once more.
+    unread = [
+        s.name
+        for s in TOPIC
+        if s.section != NO_EFFECT and source.count(s.name.replace(".", "_")) < 2
+    ]
+    assert unread == []

@@ -349,3 +349,48 @@ def test_log_manager_cleans_on_the_backoff_only_when_dirty_enough(disk, clock, t
     assert dirty_ratio(log, manager.first_dirty_offset(log), log.log_end_offset) < 0.9
     assert manager.clean_logs(clock.now_ms) == 0
     manager.close()
+
+
+def _compacted_manager(disk, clock, tmp_path, config: LogConfig) -> tuple[LogManager, Log]:
+    manager = LogManager(disk, clock, [str(tmp_path)], config, LogManagerSettings())
+    manager.start()
+    log = manager.create_log("c", 0, config)
+    manager.high_watermark = lambda topic, partition: log.log_end_offset
+    return manager, log
+
+
+def test_min_compaction_lag_leaves_young_records_uncompacted(disk, clock, tmp_path):
+    config = LogConfig(cleanup_policy="compact", min_compaction_lag_ms=60_000)
+    manager, log = _compacted_manager(disk, clock, tmp_path, config)
+    for i in range(4):
+        log.append_as_leader(keyed((b"k", b"%d" % i), ts=clock.now_ms), leader_epoch=0)
+        log.roll()
+    log.append_as_leader(keyed((b"k", b"live"), ts=clock.now_ms), leader_epoch=0)
+    assert manager.clean_logs(clock.now_ms) == 0
+    assert len(stored(log)) == 5
+    clock.advance(60_001)
+    assert manager.clean_logs(clock.now_ms) == 1
+    assert [r.value for _, r, _ in stored(log)] == [b"3", b"live"]
+    manager.close()
+
+
+def test_max_compaction_lag_cleans_a_log_below_the_dirty_ratio(disk, clock, tmp_path):
+    config = LogConfig(cleanup_policy="compact", min_cleanable_dirty_ratio=1.0,
+                       max_compaction_lag_ms=60_000)  # fmt: skip
+    manager, log = _compacted_manager(disk, clock, tmp_path, config)
+    for i in range(4):
+        log.append_as_leader(keyed((b"k", b"%d" % i), ts=clock.now_ms), leader_epoch=0)
+        log.roll()
+    log.append_as_leader(keyed((b"k", b"live"), ts=clock.now_ms), leader_epoch=0)
+    manager._first_dirty[("c", 0)] = 1  # one clean segment keeps the ratio below 1.0
+    assert manager.clean_logs(clock.now_ms) == 0
+    clock.advance(60_001)
+    assert manager.clean_logs(clock.now_ms) == 1
+    manager.close()
+
+
+def test_max_compaction_lag_rolls_the_active_segment_of_a_compacted_topic(open_log, clock):
+    log = open_log(LogConfig(cleanup_policy="compact", max_compaction_lag_ms=1_000))
+    log.append_as_leader(keyed((b"k", b"1"), ts=clock.now_ms), leader_epoch=0)
+    clock.advance(1_001)
+    assert log.maybe_roll(clock.now_ms)

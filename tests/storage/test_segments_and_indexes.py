@@ -2,6 +2,7 @@ import os
 
 from epochlog.protocol.batch import read_header
 from epochlog.storage.config import LogConfig
+from epochlog.storage.log import Log
 
 from .conftest import batch
 
@@ -51,6 +52,32 @@ def test_roll_by_time_uses_first_batch_timestamp(open_log, clock):
     assert log.maybe_roll(clock.now_ms)
     assert [s.base_offset for s in log.segments] == [0, 2, 3]
     assert not log.maybe_roll(clock.now_ms)  # empty active segment never rolls
+
+
+def test_segment_jitter_rolls_segments_early_by_an_amount_fixed_per_segment(disk, clock, tmp_path):
+    def roll_ages(config: LogConfig, run: str) -> list[int]:
+        """How old each partition's first segment is when maybe_roll first rolls it."""
+        start = clock.now_ms
+        logs = [
+            Log.open(disk, clock, str(tmp_path / run / f"t-{p}"), "t", p, config) for p in range(8)
+        ]
+        for log in logs:
+            log.append_as_leader(batch(1, ts=clock.now_ms), 0)
+        rolled: dict[int, int] = {}
+        while len(rolled) < len(logs):
+            clock.advance(10)
+            for partition, log in enumerate(logs):
+                if partition not in rolled and log.maybe_roll(clock.now_ms):
+                    rolled[partition] = clock.now_ms - start
+        ages = [rolled[p] for p in range(len(logs))]
+        clock.now_ms = start
+        return ages
+
+    assert set(roll_ages(LogConfig(segment_ms=10_000), "plain")) == {10_010}
+    jittered_config = LogConfig(segment_ms=10_000, segment_jitter_ms=5_000)
+    jittered = roll_ages(jittered_config, "jittered")
+    assert all(5_000 < age <= 10_010 for age in jittered) and len(set(jittered)) > 3
+    assert roll_ages(jittered_config, "again") == jittered  # fixed per segment
 
 
 def test_corrupt_index_is_rebuilt_on_open(open_log, tmp_path):

@@ -262,6 +262,9 @@ class Broker:
 
     async def start(self) -> None:
         """Open the metastore, recover logs, serve, join the cluster, contend for control."""
+        for name in self.config.unknown:
+            # Kafka's wording, so that a misspelt setting is found as in Kafka's log.
+            log.warning("The configuration '%s' was supplied but isn't a known config.", name)
         for log_dir in self.config.log_dirs:
             # The default metastore file lives in the first log directory.
             self.seams.disk.makedirs(log_dir)

@@ -35,12 +35,17 @@ def parse_properties(text: str) -> dict[str, str]:
 
 class BrokerConfig:
     """A broker's settings, parsed once against the registry (epochlog.settings.broker):
-    an unknown name or a bad value stops the broker at startup, naming the setting."""
+    a bad value stops the broker at startup, naming the setting; an unknown name is
+    kept in ``unknown`` for the broker to warn of at startup, as Kafka does."""
 
     def __init__(
-        self, settings: Settings, listener_overrides: Mapping[str, Mapping[str, Any]] | None = None
+        self,
+        settings: Settings,
+        listener_overrides: Mapping[str, Mapping[str, Any]] | None = None,
+        unknown: tuple[str, ...] = (),
     ) -> None:
         self.settings = settings
+        self.unknown = unknown
         # listener.name.<name>.ssl.* and .sasl.* by listener name, each value parsed.
         self.listener_overrides = dict(listener_overrides or {})
         if not self.log_dirs:
@@ -61,7 +66,7 @@ class BrokerConfig:
     @classmethod
     def from_mapping(cls, given: Mapping[str, object]) -> BrokerConfig:
         """Settings as given, with the ``listener.name.<l>.*`` overrides parsed for
-        each listener."""
+        each listener; names no broker setting has are set aside in ``unknown``."""
         plain, overrides = split_security_settings(given)
         parsed = {
             listener: {
@@ -74,7 +79,9 @@ class BrokerConfig:
             }
             for listener, values in overrides.items()
         }
-        return cls(BROKER.parse(plain), parsed)
+        unknown = tuple(sorted(name for name in plain if name not in BROKER))
+        known = {name: value for name, value in plain.items() if name in BROKER}
+        return cls(BROKER.parse(known), parsed, unknown)
 
     def listener_setting(self, listener: str, name: str) -> tuple[Any, str]:
         """(value, name to report) of a setting a listener may override."""

@@ -1,7 +1,9 @@
 """Record batch (magic 2) headers: read, validate and patch without copying records.
 
-The broker stores batches exactly as received. Only ``baseOffset`` and
-``partitionLeaderEpoch`` are rewritten, and both lie outside the CRC32C.
+The broker stores batches as received. Only ``baseOffset`` and ``partitionLeaderEpoch``
+are rewritten, and both lie outside the CRC32C; a topic's settings can ask for more
+(LogAppendTime here, a codec of its own in ``recompression``), and then the CRC is
+recomputed.
 """
 
 from __future__ import annotations

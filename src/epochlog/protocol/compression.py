@@ -35,11 +35,13 @@ _INT32 = struct.Struct(">i")
 
 # Kafka's default zstd level (cramjam's own default, 11, is several times slower).
 ZSTD_LEVEL = 3
+# What Kafka's gzip level -1 (the default) means.
+GZIP_LEVEL = 6
 
 Buffer = bytes | bytearray | memoryview
 
 
-def _snappy_xerial_compress(data: Buffer) -> bytes:
+def _snappy_xerial_compress(data: Buffer, level: int | None = None) -> bytes:
     view = memoryview(data)
     out = bytearray(_XERIAL_HEADER)
     compress_raw = cramjam.snappy.compress_raw
@@ -74,21 +76,26 @@ def _snappy_decompress(data: Buffer) -> bytes:
     return bytes(out)
 
 
-def _gzip_compress(data: Buffer) -> bytes:
-    return bytes(cramjam.gzip.compress(data))
+def _gzip_compress(data: Buffer, level: int | None = None) -> bytes:
+    # -1 is Kafka's (java.util.zip's) "the default level", 6.
+    return bytes(cramjam.gzip.compress(data, level=GZIP_LEVEL if level in (None, -1) else level))
 
 
-def _lz4_compress(data: Buffer) -> bytes:
+def _lz4_compress(data: Buffer, level: int | None = None) -> bytes:
     # LZ4 frame format with independent blocks: Kafka's Java reader decodes each block
     # on its own (cramjam's one-shot compress links them). No content checksum, like
     # Kafka's own writer.
-    compressor = cramjam.lz4.Compressor(content_checksum=False, block_linked=False)
+    compressor = cramjam.lz4.Compressor(level=level, content_checksum=False, block_linked=False)
     compressor.compress(data if type(data) is bytes else bytes(data))  # takes bytes only
     return bytes(compressor.finish())
 
 
-def _zstd_compress(data: Buffer) -> bytes:
-    return bytes(cramjam.zstd.compress(data, level=ZSTD_LEVEL))
+def _zstd_compress(data: Buffer, level: int | None = None) -> bytes:
+    return bytes(cramjam.zstd.compress(data, level=ZSTD_LEVEL if level is None else level))
+
+
+def _uncompressed(data: Buffer, level: int | None = None) -> bytes:
+    return bytes(data)
 
 
 def _plain(func: Callable[[Buffer], object]) -> Callable[[Buffer], bytes]:
@@ -98,8 +105,8 @@ def _plain(func: Callable[[Buffer], object]) -> Callable[[Buffer], bytes]:
     return run
 
 
-_COMPRESSORS: dict[int, Callable[[Buffer], bytes]] = {
-    NONE: bytes,
+_COMPRESSORS: dict[int, Callable[[Buffer, int | None], bytes]] = {
+    NONE: _uncompressed,
     GZIP: _gzip_compress,
     SNAPPY: _snappy_xerial_compress,
     LZ4: _lz4_compress,
@@ -119,12 +126,13 @@ def _unsupported(codec: int) -> KafkaError:
     return KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"compression codec {codec}")
 
 
-def compress(codec: int, data: Buffer) -> bytes:
-    """Compress a batch's records section as ``codec`` (a batch attribute id) writes it."""
+def compress(codec: int, data: Buffer, level: int | None = None) -> bytes:
+    """Compress a batch's records section as ``codec`` (a batch attribute id) writes it,
+    at ``level`` (Kafka's compression.<codec>.level; None: Kafka's default)."""
     func = _COMPRESSORS.get(codec)
     if func is None:
         raise _unsupported(codec)
-    return func(data)
+    return func(data, level)
 
 
 def decompress(codec: int, data: Buffer) -> bytes:

@@ -31,10 +31,16 @@ _SCALAR_UP_TO = 64
 
 
 class RecordErrors(KafkaError):
-    """INVALID_RECORD naming the records at fault: (index in the batch, message)."""
+    """INVALID_RECORD (or INVALID_TIMESTAMP) naming the records at fault: (index in the
+    batch, message), Produce v8's record_errors."""
 
-    def __init__(self, message: str, record_errors: list[tuple[int, str]]) -> None:
-        super().__init__(ErrorCode.INVALID_RECORD, message)
+    def __init__(
+        self,
+        message: str,
+        record_errors: list[tuple[int, str]],
+        code: ErrorCode = ErrorCode.INVALID_RECORD,
+    ) -> None:
+        super().__init__(code, message)
         self.record_errors = record_errors
 
 

@@ -46,6 +46,7 @@ def _parse_policy(name: str, raw: object) -> str:
 
 CLEANUP_POLICY = Kind(ConfigType.LIST, _parse_policy, "delete and/or compact, comma-separated")
 TIMESTAMP_TYPE = choice("CreateTime", "LogAppendTime")
+COMPRESSION_TYPE = choice("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
 
 def _section(section: str, entries: list[tuple[str, Kind, object, str]]) -> list[Setting]:
@@ -159,6 +160,8 @@ _LOG = _section(
         ("log.segment.bytes", integer(14, long=False), 1 << 30, "Segment size."),
         ("log.roll.ms", _MS, None, "Roll a segment this old (over log.roll.hours)."),
         ("log.roll.hours", _INT_COUNT, 168, "Roll a segment this old, in hours."),
+        ("log.roll.jitter.ms", _COUNT, None, "Roll up to this much earlier (over hours)."),
+        ("log.roll.jitter.hours", integer(0, long=False), 0, "The same, in hours."),
         (
             "log.retention.ms",
             integer(-1),
@@ -223,6 +226,16 @@ _LOG = _section(
             1,
             "In-sync replicas an acks=all write needs.",
         ),
+        ("compression.type", COMPRESSION_TYPE, "producer", "The codec leaders store batches in."),
+        ("compression.gzip.level", integer(-1, 9, long=False), -1, "Its gzip level (-1: 6)."),
+        ("compression.lz4.level", integer(1, 17, long=False), 9, "Its lz4 level."),
+        ("compression.zstd.level", integer(-131072, 22, long=False), 3, "Its zstd level."),
+        ("log.message.timestamp.before.max.ms", _COUNT, LONG_MAX, "CreateTime's bound behind."),
+        ("log.message.timestamp.after.max.ms", _COUNT, LONG_MAX, "CreateTime's bound ahead."),
+        ("log.message.timestamp.difference.max.ms", _COUNT, LONG_MAX, "Both bounds (deprecated)."),
+        ("log.index.size.max.bytes", integer(4, long=False), 10485760, "A segment's index size."),
+        ("log.cleaner.min.compaction.lag.ms", _COUNT, 0, "Least age of a compacted record."),
+        ("log.cleaner.max.compaction.lag.ms", _POSITIVE, LONG_MAX, "Most age of a dirty record."),
     ],
 )
 

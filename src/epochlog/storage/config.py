@@ -25,6 +25,7 @@ class LogConfig:
 
     segment_bytes: int = bound(TOPIC, "segment.bytes")
     segment_ms: int = bound(TOPIC, "segment.ms")
+    segment_jitter_ms: int = bound(TOPIC, "segment.jitter.ms")
     retention_ms: int = bound(TOPIC, "retention.ms")
     retention_bytes: int = bound(TOPIC, "retention.bytes")
     index_interval_bytes: int = bound(TOPIC, "index.interval.bytes")
@@ -37,6 +38,33 @@ class LogConfig:
     min_cleanable_dirty_ratio: float = bound(TOPIC, "min.cleanable.dirty.ratio")
     unclean_leader_election_enable: bool = bound(TOPIC, "unclean.leader.election.enable")
     min_insync_replicas: int = bound(TOPIC, "min.insync.replicas")
+    compression_type: str = bound(TOPIC, "compression.type")
+    message_timestamp_before_max_ms: int = bound(TOPIC, "message.timestamp.before.max.ms")
+    message_timestamp_after_max_ms: int = bound(TOPIC, "message.timestamp.after.max.ms")
+    message_timestamp_difference_max_ms: int = bound(TOPIC, "message.timestamp.difference.max.ms")
+    segment_index_bytes: int = bound(TOPIC, "segment.index.bytes")
+    min_compaction_lag_ms: int = bound(TOPIC, "min.compaction.lag.ms")
+    max_compaction_lag_ms: int = bound(TOPIC, "max.compaction.lag.ms")
+    compression_gzip_level: int = bound(TOPIC, "compression.gzip.level")
+    compression_lz4_level: int = bound(TOPIC, "compression.lz4.level")
+    compression_zstd_level: int = bound(TOPIC, "compression.zstd.level")
+    # Accepted from Kafka with no effect here (settings.topic.NO_EFFECT): kept so that
+    # DescribeConfigs reports what was set.
+    file_delete_delay_ms: int = bound(TOPIC, "file.delete.delay.ms")
+    follower_replication_throttled_replicas: tuple[str, ...] = bound(
+        TOPIC, "follower.replication.throttled.replicas"
+    )
+    leader_replication_throttled_replicas: tuple[str, ...] = bound(
+        TOPIC, "leader.replication.throttled.replicas"
+    )
+    local_retention_bytes: int = bound(TOPIC, "local.retention.bytes")
+    local_retention_ms: int = bound(TOPIC, "local.retention.ms")
+    message_downconversion_enable: bool = bound(TOPIC, "message.downconversion.enable")
+    message_format_version: str = bound(TOPIC, "message.format.version")
+    preallocate: bool = bound(TOPIC, "preallocate")
+    remote_log_copy_disable: bool = bound(TOPIC, "remote.log.copy.disable")
+    remote_log_delete_on_disable: bool = bound(TOPIC, "remote.log.delete.on.disable")
+    remote_storage_enable: bool = bound(TOPIC, "remote.storage.enable")
 
     @classmethod
     def from_properties(
@@ -59,6 +87,24 @@ class LogConfig:
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == LOG_APPEND_TIME
+
+    @property
+    def roll_ms(self) -> int:
+        """A segment's age that rolls it: segment.ms, or for a compacted topic the
+        smaller max.compaction.lag.ms, so the cleaner can reach every record in time."""
+        if self.compact:
+            return min(self.segment_ms, self.max_compaction_lag_ms)
+        return self.segment_ms
+
+    @property
+    def timestamp_bounds(self) -> tuple[int, int]:
+        """(before, after): how far a CreateTime timestamp may be behind or ahead of the
+        broker's clock (the deprecated difference setting bounds both, as in Kafka 3)."""
+        both = self.message_timestamp_difference_max_ms
+        return (
+            min(self.message_timestamp_before_max_ms, both),
+            min(self.message_timestamp_after_max_ms, both),
+        )
 
     @property
     def delete(self) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import zlib
 from collections.abc import Callable
 
 from epochlog.protocol.batch import (
@@ -22,6 +23,7 @@ from epochlog.protocol.batch import (
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.protocol.record_validation import RecordValidator, default_validator
 from epochlog.seams import Clock, Disk
+from epochlog.storage.append_rules import check_batches, check_timestamps, recompressed
 from epochlog.storage.config import LogConfig
 from epochlog.storage.damage import DamageCut, quarantine_damaged_tail
 from epochlog.storage.epoch_cache import LeaderEpochCache
@@ -180,36 +182,19 @@ class Log:
 
     # -- appending ---------------------------------------------------------------------
 
-    def _check_batches(self, records: bytearray) -> list[tuple[int, BatchHeader]]:
-        batches = iter_batches(records)
-        for _, header in batches:
-            if header.size > self._config.max_message_bytes:
-                raise KafkaError(
-                    ErrorCode.MESSAGE_TOO_LARGE,
-                    f"batch of {header.size} bytes exceeds max.message.bytes "
-                    f"{self._config.max_message_bytes}",
-                )
-            if header.records_count <= 0 or header.last_offset_delta != header.records_count - 1:
-                raise KafkaError(
-                    ErrorCode.INVALID_RECORD,
-                    f"batch claims {header.records_count} records with last offset delta "
-                    f"{header.last_offset_delta}",
-                )
-        if len(records) > self._config.segment_bytes:
-            raise KafkaError(
-                ErrorCode.RECORD_LIST_TOO_LARGE,
-                f"record set of {len(records)} bytes exceeds segment.bytes",
-            )
-        return batches
-
     def append_as_leader(
         self, records: bytearray, leader_epoch: int, origin: AppendOrigin = AppendOrigin.CLIENT
     ) -> AppendResult:
         """Validate, assign offsets and epoch, and write a produced record set (or, from
         a coordinator, transaction markers)."""
-        batches = self._check_batches(records)
+        now = self.clock.time_ms()
+        batches = check_batches(records, self._config)
         if origin == AppendOrigin.CLIENT:
             self._validator.validate(records, batches, require_keys=self._config.compact)
+            check_timestamps(records, batches, self._config, now)
+            rewritten = recompressed(records, batches, self._config)
+            if rewritten is not records:
+                records, batches = rewritten, check_batches(rewritten, self._config)
         markers = markers_of(records, batches, origin)
         pending = self.producer_state.begin()
         for position, header in batches:
@@ -225,7 +210,6 @@ class Log:
                 )
             pending.update(header, markers.get(position))
         pending = self.producer_state.begin()
-        now = self.clock.time_ms()
         append_time = now if self._config.log_append_time else NO_TIMESTAMP
         next_offset = self.log_end_offset
         headers = []
@@ -295,10 +279,11 @@ class Log:
             return
         too_big = active.size + size > self._config.segment_bytes
         too_old = (
-            active.time_waited_for_roll(now_ms, headers[0].max_timestamp) > self._config.segment_ms
+            active.time_waited_for_roll(now_ms, headers[0].max_timestamp) > self._roll_after_ms()
         )
         too_far = headers[-1].last_offset - active.base_offset > MAX_RELATIVE_OFFSET
-        if too_big or too_old or too_far:
+        index_full = active.index_full(self._config.segment_index_bytes)
+        if too_big or too_old or too_far or index_full:
             self.roll(headers[0].base_offset)
 
     def _replace_empty_active(self, base_offset: int) -> None:
@@ -330,13 +315,23 @@ class Log:
         self.producer_state.take_snapshot(self.log_end_offset)
         return self._add_segment(new_base)
 
+    def _roll_after_ms(self) -> int:
+        """The active segment's age that rolls it: ``roll_ms`` less its jitter, fixed per
+        segment by a hash (Kafka draws it at random; a hash spreads rolls as well and
+        replays the same in the simulator)."""
+        jitter = min(self._config.segment_jitter_ms, self._config.roll_ms)
+        if jitter <= 0:
+            return self._config.roll_ms
+        key = f"{self.topic}-{self.partition}-{self.active_segment.base_offset}"
+        return self._config.roll_ms - zlib.crc32(key.encode()) % jitter
+
     def maybe_roll(self, now_ms: int) -> bool:
-        """Roll by ``segment.ms`` when no append came to do it."""
+        """Roll by ``segment.ms`` (or ``max.compaction.lag.ms``) when no append came to do it."""
         active = self.active_segment
         # Also require the segment to have been open that long on this clock, so old
         # CreateTime timestamps (mirrored data) cannot make every check roll a segment.
         waited = min(active.time_waited_for_roll(now_ms, None), now_ms - active.created_ms)
-        if active.size and waited > self._config.segment_ms:
+        if active.size and waited > self._roll_after_ms():
             self.roll()
             return True
         return False

@@ -31,6 +31,7 @@ from epochlog.storage.checkpoints import (
     was_clean_shutdown,
 )
 from epochlog.storage.cleaner import CLEANER_CHECKPOINT, LogCleaner, dirty_ratio
+from epochlog.storage.compaction_lag import cleanable_up_to, compaction_overdue
 from epochlog.storage.config import LogConfig
 from epochlog.storage.log import Log
 from epochlog.storage.scrubber import Scrubber
@@ -267,8 +268,12 @@ class LogManager:
             hole = log.holes.first()
             if hole is not None:  # nothing from a hole's segment on until it is filled
                 bound = min(bound, hole.first_offset)
+            bound = cleanable_up_to(log, bound, now_ms)
             first_dirty = self.first_dirty_offset(log)
-            if dirty_ratio(log, first_dirty, bound) < log.config.min_cleanable_dirty_ratio:
+            ratio = dirty_ratio(log, first_dirty, bound)
+            if ratio < log.config.min_cleanable_dirty_ratio and not compaction_overdue(
+                log, first_dirty, bound, now_ms
+            ):
                 continue
             result = self.cleaner.clean(log, first_dirty, bound, now_ms)
             if result is not None:

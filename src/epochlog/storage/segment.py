@@ -360,6 +360,14 @@ class LogSegment:
             return reference - self.first_batch_timestamp
         return now_ms - self.created_ms
 
+    def index_full(self, index_bytes: int) -> bool:
+        """Whether the offset or time index has no room for another entry within
+        ``segment.index.bytes`` (Kafka rolls the segment then)."""
+        return any(
+            (index.entries + 1) * index.entry.size > index_bytes
+            for index in (self.offset_index, self.time_index)
+        )
+
     # -- changing ----------------------------------------------------------------------
 
     def truncate_to(self, offset: int) -> int:

@@ -1,4 +1,6 @@
-"""CreateTopics: validate each topic, then let the controller create it."""
+"""CreateTopics: validate each topic, then let the controller create it; from v5 the
+answer carries the topic's settings with their sources (KIP-525), as DescribeConfigs
+reports them."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from kafka.protocol.admin import CreateTopicsResponse
 
 from epochlog.broker.handlers.context import HandlerContext
 from epochlog.broker.responses import check_partitions_per_request, error_code
+from epochlog.broker.topic_configs import describe_topic_configs
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.security.api_rules import allowed
@@ -16,8 +19,22 @@ from epochlog.security.session import Session
 API = api(ApiKey.CREATE_TOPICS, 2, 7)
 
 
+def _configs(broker: HandlerContext, overrides: dict[str, str]) -> list[Any]:
+    entry = CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs
+    return [
+        entry(
+            name=d.setting.name,
+            value=d.value,
+            read_only=d.read_only,
+            config_source=d.synonyms[0][2],
+            is_sensitive=False,
+        )
+        for d in describe_topic_configs(broker, overrides)
+    ]
+
+
 async def _create_one(
-    broker: HandlerContext, wanted: Any, validate_only: bool, timeout_s: float
+    broker: HandlerContext, wanted: Any, validate_only: bool, timeout_s: float, version: int
 ) -> Any:
     result = CreateTopicsResponse.CreatableTopicResult(
         name=wanted.name,
@@ -54,6 +71,8 @@ async def _create_one(
             result.topic_id = topic.topic_id
         result.num_partitions = num_partitions
         result.replication_factor = replication_factor
+        if version >= 5:
+            result.configs = _configs(broker, configs)
     except Exception as exc:
         result.error_code = error_code(exc)
         result.error_message = exc.message if isinstance(exc, KafkaError) else None
@@ -98,7 +117,7 @@ async def handle(
         if cluster_create or allowed(
             broker.authorizer, session, ApiKey.CREATE_TOPICS, "topic", wanted.name
         ):
-            results.append(await _create_one(broker, wanted, validate_only, timeout_s))
+            results.append(await _create_one(broker, wanted, validate_only, timeout_s, version))
         else:
             refused = KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "CREATE is not allowed")
             results.append(_refused(wanted, refused))

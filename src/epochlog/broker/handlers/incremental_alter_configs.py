@@ -1,5 +1,6 @@
 """IncrementalAlterConfigs: change a topic's settings (e.g. enable unclean leader
-election) without restating the others; the controller and every broker follow."""
+election) without restating the others, SET and DELETE on any setting, APPEND and
+SUBTRACT on list ones (``cleanup.policy``); the controller and every broker follow."""
 
 from __future__ import annotations
 
@@ -12,10 +13,33 @@ from epochlog.broker.topic_configs import alter_topic_configs, config_refusal, r
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.security.session import Session
+from epochlog.settings.registry import ConfigType
+from epochlog.settings.topic import TOPIC
 
 API = api(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1)
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def _list_change(configs: dict[str, str], change: Any) -> str:
+    """APPEND or SUBTRACT on a list setting, from the topic's value or else the topic
+    setting's own default (as Kafka's ConfigAdminManager does)."""
+    name = change.name
+    if name not in TOPIC:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, f"{name}: unknown setting")
+    setting = TOPIC[name]
+    if setting.kind.config_type != ConfigType.LIST:
+        raise KafkaError(
+            ErrorCode.INVALID_CONFIG, f"{name}: APPEND and SUBTRACT apply to list settings only"
+        )
+    current = configs.get(name, setting.kind.render(TOPIC.default(name)))
+    values = [v.strip() for v in current.split(",") if v.strip()]
+    given = [v.strip() for v in (change.value or "").split(",") if v.strip()]
+    if change.config_operation == APPEND:
+        values += [v for v in given if v not in values]
+    else:
+        values = [v for v in values if v not in given]
+    return ",".join(values)
 
 
 def _apply(current: dict[str, str], changes: Any) -> dict[str, str]:
@@ -25,10 +49,11 @@ def _apply(current: dict[str, str], changes: Any) -> dict[str, str]:
             configs[change.name] = change.value
         elif change.config_operation == DELETE:
             configs.pop(change.name, None)
+        elif change.config_operation in (APPEND, SUBTRACT):
+            configs[change.name] = _list_change(configs, change)
         else:
-            # APPEND and SUBTRACT apply to list settings, which no topic setting here is.
             raise KafkaError(
-                ErrorCode.INVALID_CONFIG, f"{change.name}: only SET and DELETE are supported"
+                ErrorCode.INVALID_CONFIG, f"{change.name}: operation {change.config_operation}"
             )
     return configs
 
