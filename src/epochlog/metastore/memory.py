@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from epochlog.metastore.api import (
@@ -51,6 +52,10 @@ class MemoryStore:
         # a client's own (a simulation steps and drifts hosts' clocks). None: each
         # client's clock, all one in a process.
         self.clock: Clock | None = None
+        # Called with each committed write's events, before any client hears of them:
+        # the simulator judges invariants there, as a periodic snapshot would miss a
+        # state written and replaced within one virtual instant.
+        self.write_observers: list[Callable[[list[WatchEvent]], None]] = []
 
     def new_session(self, timeout_ms: int, now_ms: int) -> int:
         sid = self.next_session_id
@@ -59,6 +64,8 @@ class MemoryStore:
         return sid
 
     def publish(self, events: list[WatchEvent]) -> None:
+        for observe in self.write_observers:
+            observe(events)
         for client in list(self.clients.values()):
             if not client.disconnected:
                 client._dispatch_soon(events)

@@ -17,13 +17,14 @@ no crashes). A paused broker is present: it is exactly the zombie the model is a
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from epochlog.metadata import layout
 from epochlog.metadata.layout import TopicNode
 from epochlog.metadata.model import PartitionState
-from epochlog.metastore.memory import MemoryMetastore, memory_store
+from epochlog.metastore.api import WatchEvent
+from epochlog.metastore.memory import MemoryMetastore, MemoryStore, memory_store
 from epochlog.sim.cluster import SimCluster
 
 
@@ -185,6 +186,33 @@ def offline_never_joins_isr(
             if r in v.quorum.offline_replicas:
                 problems.append(f"{v.name}: b{r} joined the ISR {v.quorum.isr} while offline")
     return problems
+
+
+class IsrWriteWatch:
+    """OfflineNeverJoinsIsr judged on every write of a topic's partition states, as the
+    metastore commits it (``MemoryStore.write_observers``): a leader and a controller
+    that took an offline replica in and out again within one virtual instant would
+    never be seen by a snapshot."""
+
+    def __init__(self, store: MemoryStore, report: Callable[[str], None]) -> None:
+        self._store = store
+        self._report = report
+        self._last: dict[str, PartitionView] = {}
+
+    def __call__(self, events: list[WatchEvent]) -> None:
+        for path in sorted({e.path for e in events if e.path.startswith(layout.TOPICS + "/")}):
+            node = self._store.nodes.get(path)
+            if node is None:
+                continue
+            topic = TopicNode.decode(path.rsplit("/", 1)[1], node.data).topic
+            views = [
+                PartitionView(f"{topic.name}-{index}", quorum, ())
+                for index, quorum in sorted(topic.partitions.items())
+            ]
+            before = [self._last[v.name] for v in views if v.name in self._last]
+            for problem in offline_never_joins_isr(before, views):
+                self._report(problem)
+            self._last.update((v.name, v) for v in views)
 
 
 SNAPSHOT_CHECKERS = {

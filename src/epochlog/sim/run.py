@@ -19,6 +19,7 @@ from epochlog.client.admin import AsyncAdmin
 from epochlog.client.consumer import AsyncConsumer
 from epochlog.client.errors import ClientError, LogTruncationError
 from epochlog.client.producer import AsyncProducer
+from epochlog.metastore.memory import memory_store
 from epochlog.sim import checkers, groups, isr
 from epochlog.sim.cluster import DATA_DIR, SimCluster
 from epochlog.sim.disk import SimDisk
@@ -210,23 +211,29 @@ async def _observe(
     goes into the history once), and record each change of a leader epoch the clients
     hold (KIP-232)."""
     seen: set[str] = set()
-    before: list[isr.PartitionView] = []
     held: dict[tuple[str, str], int] = {}
-    while True:
-        await clock.sleep(every_s)
-        for key, epoch in _client_epochs(clients):
-            if held.get(key) != epoch:
-                held[key] = epoch
-                history.append(("client-epoch", *key, epoch))
-        views = isr.snapshot(cluster)
-        found = [(name, judge(views)) for name, judge in isr.SNAPSHOT_CHECKERS.items()]
-        found.append(("OfflineNeverJoinsIsr", isr.offline_never_joins_isr(before, views)))
-        for name, problems in found:
-            for problem in problems:
-                if problem not in seen:
-                    seen.add(problem)
-                    history.append(("violated", name, problem, round(clock.monotonic(), 3)))
-        before = views
+
+    def report(name: str, problem: str) -> None:
+        if problem not in seen:
+            seen.add(problem)
+            history.append(("violated", name, problem, round(clock.monotonic(), 3)))
+
+    store = memory_store(cluster.metastore.removeprefix("memory://"))
+    watch = isr.IsrWriteWatch(store, lambda problem: report("OfflineNeverJoinsIsr", problem))
+    store.write_observers.append(watch)
+    try:
+        while True:
+            await clock.sleep(every_s)
+            for key, epoch in _client_epochs(clients):
+                if held.get(key) != epoch:
+                    held[key] = epoch
+                    history.append(("client-epoch", *key, epoch))
+            views = isr.snapshot(cluster)
+            for name, judge in isr.SNAPSHOT_CHECKERS.items():
+                for problem in judge(views):
+                    report(name, problem)
+    finally:
+        store.write_observers.remove(watch)
 
 
 def _client_epochs(
