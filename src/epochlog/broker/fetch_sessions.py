@@ -182,6 +182,9 @@ class FetchSessionCache:
     def __len__(self) -> int:
         return len(self._sessions)
 
+    def sessions(self) -> list[FetchSession]:
+        return list(self._sessions.values())
+
     def get(self, session_id: int) -> FetchSession | None:
         return self._sessions.get(session_id)
 
