@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import uuid
 from pathlib import Path
 from typing import Any
 
 from inprocess_broker import batch, connect, create_topic_via_metadata, produce, run, running_broker
+from kafka.protocol.admin import DeleteTopicsRequest
 from kafka.protocol.consumer import FetchRequest
 
 from epochlog.protocol.errors import ErrorCode
@@ -199,6 +201,38 @@ def test_final_epoch_fetches_in_full_without_a_session(tmp_path: Path) -> None:
                 response = await conn.send(fetch({0: 0, 1: 0}, epoch=-1), 12)
                 assert response.session_id == 0 and sorted(answered(response)) == [0, 1]
             assert len(broker.fetch_sessions) == 0
+            await conn.close()
+
+    run(scenario)
+
+
+def test_a_session_by_topic_id_never_reads_a_recreated_topic_of_the_same_name(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path, num_partitions=str(PARTITIONS)) as broker:
+            conn = await setup(broker)
+            old_id = broker.metadata_cache.topic("t").topic_id
+            full = await conn.send(fetch({0: 0, 1: 0}, topic_id=old_id), 13)
+            assert full.session_id != 0
+            deleted = await conn.send(
+                DeleteTopicsRequest(
+                    topics=[
+                        DeleteTopicsRequest.DeleteTopicState(name="t", topic_id=uuid.UUID(int=0))
+                    ],
+                    timeout_ms=5000,
+                ),
+                6,
+            )
+            assert deleted.responses[0].error_code == 0
+            await create_topic_via_metadata(conn, "t")
+            assert broker.metadata_cache.topic("t").topic_id != old_id
+            await produce(conn, "t", batch([b"new"]), partition=0)
+            response = await conn.send(fetch({}, session_id=full.session_id, epoch=1), 13)
+            parts = answered(response)
+            assert sorted(parts) == [0, 1]
+            assert {p.error_code for p in parts.values()} == {ErrorCode.UNKNOWN_TOPIC_ID}
+            assert not any(p.records for p in parts.values())
             await conn.close()
 
     run(scenario)

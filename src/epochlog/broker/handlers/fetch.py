@@ -195,11 +195,15 @@ def _read_all(
     reads: list[Read] = []
     any_error = False
     allowed_topics: dict[str, bool] = {}
+    names: dict[uuid.UUID, str | None] = {}
     for fetch in partitions:
         name = fetch.topic
-        if name is None and version >= 13:
-            # A session may hold a topic id not known when it was added.
-            name = fetch.topic = broker.metadata_cache.topic_name(fetch.topic_id)
+        if version >= 13:
+            # Resolved at every read: a session outlives a topic deleted (its id then
+            # unknown) or created after the id was first asked for.
+            if fetch.topic_id not in names:
+                names[fetch.topic_id] = broker.metadata_cache.topic_name(fetch.topic_id)
+            name = fetch.topic = names[fetch.topic_id]
         leader_epoch = NO_EPOCH
         if name is None:
             data = PartitionData(fetch.partition, ErrorCode.UNKNOWN_TOPIC_ID)
