@@ -128,14 +128,15 @@ def _topic_allowed(broker: HandlerContext, session: Session, replica_id: int, na
 
 
 def _asked(broker: HandlerContext, request: Any, version: int) -> list[CachedPartition]:
-    """The request's partitions, resolved to topic names (None for an unknown topic id)."""
+    """The request's partitions; by name before v13, by topic id from v13 (the name is
+    then looked up at every read, ``_read_all``)."""
     cache = broker.metadata_cache
     asked = []
     for fetch_topic in request.topics or []:
+        name: str | None = None
         if version >= 13:
             # kafka.protocol decodes the zero UUID as None.
             topic_id = fetch_topic.topic_id or ZERO_UUID
-            name = cache.topic_name(topic_id)
         else:
             name = fetch_topic.topic
             meta = cache.topic(name)
