@@ -19,6 +19,7 @@ from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.producer import ProduceRequest
 from prometheus_client import CollectorRegistry
 
+from epochlog.broker.fetch_sessions import FetchSessionCache
 from epochlog.broker.handlers import (
     Handler,
     fetch,
@@ -91,11 +92,18 @@ class Node:
             self.seams.disk, self.seams.clock, [str(self.log_dir)], LogConfig()
         )
         self.log_manager.start()
+        settings = BROKER.parse(self.cluster.settings)
+        # Fetch sessions live in memory: a restarted broker starts with none.
+        self.fetch_sessions = FetchSessionCache(
+            settings["max.incremental.fetch.session.cache.slots"],
+            self.seams.clock,
+            self.seams.random,
+        )
         self.replica_manager = ReplicaManager(
             self.broker_id,
             self.log_manager,
             self.seams,
-            ReplicationSettings.from_settings(BROKER.parse(self.cluster.settings)),
+            ReplicationSettings.from_settings(settings),
             self.cluster.endpoint_of,
             self.cluster.propose_isr,
         )

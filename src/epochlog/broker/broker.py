@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from epochlog.broker.cluster_link import ClusterLink
 from epochlog.broker.config import BrokerConfig
+from epochlog.broker.fetch_sessions import FetchSessionCache
 from epochlog.broker.handlers import HANDLERS
 from epochlog.broker.metadata_cache import MetadataCache
 from epochlog.broker.metrics import BrokerCollector
@@ -118,6 +119,9 @@ class Broker:
             ReplicationSettings.from_settings(config.settings),
             self._endpoint_of,
             self._propose_isr,
+        )
+        self.fetch_sessions = FetchSessionCache(
+            config["max.incremental.fetch.session.cache.slots"], seams.clock, seams.random
         )
         self.coordinator = GroupCoordinator(
             self.replica_manager, seams, CoordinatorSettings.from_settings(config.settings)

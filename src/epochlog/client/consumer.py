@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 import pyarrow as pa
-from kafka.protocol.consumer import FetchRequest
 
 from epochlog.client.client_metrics import ConsumerCounts
 from epochlog.client.config import consumer_config
@@ -25,6 +24,7 @@ from epochlog.client.errors import (
     StaleMetadataError,
     TopicPartition,
 )
+from epochlog.client.fetch_session import FetchSessionHandler, PartitionFetch, fetch_request
 from epochlog.client.fetched import (  # the record types live there, re-exported here
     ConsumerRecord,  # noqa: F401
     ConsumerRecords,
@@ -113,6 +113,8 @@ class AsyncConsumer:
         # travels while the caller handles them (the Java consumer pipelines the same
         # way). Its answers count only for positions that have not moved since.
         self._prefetch: asyncio.Future[list[FetchedAt]] | None = None
+        # KIP-227: one incremental fetch session per broker fetched from.
+        self._fetch_sessions: dict[int, FetchSessionHandler] = {}
         # With group.id: commits, auto-commit (also of assigned partitions), subscribe.
         self._group: GroupMembership | None = None
         if self.config["group.id"] is not None:
@@ -428,42 +430,41 @@ class AsyncConsumer:
         self, leader: int, tps: list[TopicPartition], max_wait_ms: int
     ) -> list[FetchedAt]:
         offsets = {tp: self._positions[tp].offset for tp in tps}
-        by_topic: dict[str, list[TopicPartition]] = {}
-        for tp in tps:
-            by_topic.setdefault(tp.topic, []).append(tp)
-        fetch_topic = FetchRequest.FetchTopic
-        ids = {topic: self._cluster.cache.topic_id(topic) for topic in by_topic}
+        ids = {tp.topic: self._cluster.cache.topic_id(tp.topic) for tp in tps}
         version = FETCH_VERSION if all(ids.values()) else FETCH_BY_NAME_VERSION
-        request = FetchRequest(
+        max_bytes = self.config["max.partition.fetch.bytes"]
+        session = self._fetch_sessions.setdefault(leader, FetchSessionHandler())
+        wanted = [
+            PartitionFetch(
+                tp.topic,
+                ids[tp.topic],
+                tp.partition,
+                offsets[tp],
+                self._positions[tp].current_leader_epoch,
+                self._last_fetched_epoch(tp),
+                -1,
+                max_bytes,
+            )
+            for tp in tps
+        ]
+        plan = session.plan(wanted, version >= FETCH_VERSION)
+        request = fetch_request(
+            plan,
             replica_id=CONSUMER_REPLICA_ID,
             max_wait_ms=max_wait_ms,
             min_bytes=self.config["fetch.min.bytes"],
             max_bytes=self.config["fetch.max.bytes"],
             isolation_level=self._isolation,
-            session_id=0,
-            session_epoch=-1,
-            topics=[
-                fetch_topic(
-                    topic=topic,
-                    topic_id=ids[topic],
-                    partitions=[
-                        fetch_topic.FetchPartition(
-                            partition=tp.partition,
-                            current_leader_epoch=self._positions[tp].current_leader_epoch,
-                            fetch_offset=offsets[tp],
-                            last_fetched_epoch=self._last_fetched_epoch(tp),
-                            log_start_offset=-1,
-                            partition_max_bytes=self.config["max.partition.fetch.bytes"],
-                        )
-                        for tp in group
-                    ],
-                )
-                for topic, group in by_topic.items()
-            ],
-            forgotten_topics_data=[],
-            rack_id="",
         )
-        response = await self._request(leader, request, version)
+        try:
+            response = await self._request(leader, request, version)
+        except BaseException:
+            session.failed()  # cancelled mid-request: the broker's epoch is unknown
+            raise
+        if response is None:
+            session.failed()
+        elif not session.answered(plan, response):
+            log.info("fetch session with broker %d: %s", leader, ErrorCode(response.error_code))
         names = {topic_id: topic for topic, topic_id in ids.items()}
         out = []
         for t in response.responses if response is not None else []:

@@ -6,7 +6,10 @@ this broker, ``current_leader_epoch`` the epoch it knows and ``last_fetched_epoc
 epoch of its last batch. The leader answers DivergingEpoch instead of records when the
 logs diverged, so the follower truncates (into quarantine, never destroying anything)
 against a leader in its own epoch before it appends anything in that epoch (KIP-320 rule
-1, as Kafka does since KIP-595), and loops until the leader sends records. Before each
+1, as Kafka does since KIP-595), and loops until the leader sends records. The fetches
+are incremental in a fetch session (KIP-227, ``client/fetch_session.py``): only
+partitions whose log end or epoch moved are listed, and the leader answers only
+partitions with news. Before each
 fetch, holes in a followed log (damaged ranges, ``storage/log_holes.py``) are asked for
 as a consumer would ask (``replication/hole_repair.py``) and filled in place.
 """
@@ -20,9 +23,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kafka.protocol.consumer import FetchRequest
-
 from epochlog.client.connection import BrokerConnection
+from epochlog.client.fetch_session import (
+    FetchPlan,
+    FetchSessionHandler,
+    PartitionFetch,
+    fetch_request,
+)
 from epochlog.protocol.batch import HEADER_SIZE, read_header
 from epochlog.protocol.divergence import follower_truncation_offset
 from epochlog.protocol.errors import ErrorCode
@@ -87,6 +94,7 @@ class LeaderFetcher:
         self._on_progress = on_progress
         self.partitions: dict[tuple[str, int], FollowedPartition] = {}
         self._conn: BrokerConnection | None = None
+        self._session = FetchSessionHandler()
         self._changed = Signal()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -155,36 +163,34 @@ class LeaderFetcher:
         )
         return self._conn
 
-    def _request(self, ready: list[FollowedPartition]) -> Any:
-        by_topic: dict[str, list[Any]] = {}
+    def _plan(self, ready: list[FollowedPartition]) -> FetchPlan:
+        """The next fetch in this fetcher's session: the partitions whose fetch changed
+        (a new log end or epoch) and those no longer fetched (KIP-227)."""
+        wanted = []
         for fp in ready:
             plog = fp.partition.log
-            by_topic.setdefault(fp.partition.topic, []).append(
-                FetchRequest.FetchTopic.FetchPartition(
-                    partition=fp.partition.index,
-                    current_leader_epoch=fp.leader_epoch,
-                    fetch_offset=plog.log_end_offset,
-                    last_fetched_epoch=(
-                        -1 if _PLANTED_FETCH_BEFORE_TRUNCATING else plog.epoch_cache.latest_epoch
-                    ),
-                    log_start_offset=plog.log_start_offset,
-                    partition_max_bytes=self._settings.replica_fetch_max_bytes,
+            wanted.append(
+                PartitionFetch(
+                    fp.partition.topic,
+                    None,
+                    fp.partition.index,
+                    plog.log_end_offset,
+                    fp.leader_epoch,
+                    -1 if _PLANTED_FETCH_BEFORE_TRUNCATING else plog.epoch_cache.latest_epoch,
+                    plog.log_start_offset,
+                    self._settings.replica_fetch_max_bytes,
                 )
             )
-        return FetchRequest(
+        return self._session.plan(wanted, uses_topic_ids=False)
+
+    def _request(self, plan: FetchPlan) -> Any:
+        return fetch_request(
+            plan,
             replica_id=self.broker_id,
             max_wait_ms=self._settings.replica_fetch_wait_max_ms,
             min_bytes=self._settings.replica_fetch_min_bytes,
             max_bytes=self._settings.replica_fetch_response_max_bytes,
             isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
-            topics=[
-                FetchRequest.FetchTopic(topic=topic, partitions=parts)
-                for topic, parts in by_topic.items()
-            ],
-            forgotten_topics_data=[],
-            rack_id="",
         )
 
     async def _send(self, request: Any, version: int) -> Any:
@@ -228,14 +234,28 @@ class LeaderFetcher:
     async def _fetch_once(self, ready: list[FollowedPartition]) -> None:
         await self._repair_holes(ready)
         sent = {(fp.partition.topic, fp.partition.index): fp for fp in ready}
-        response = await self._send(self._request(ready), FETCH_VERSION)
+        plan = self._plan(ready)
+        try:
+            response = await self._send(self._request(plan), FETCH_VERSION)
+        except BaseException:
+            self._session.failed()
+            raise
+        if not self._session.answered(plan, response):
+            log.info(
+                "fetch session with leader %d: %s; fetching in full",
+                self.leader_id,
+                ErrorCode(response.error_code).name,
+            )
+            return
         progressed = False
         for topic in response.responses:
             for answer in topic.partitions:
                 key = (topic.topic, answer.partition_index)
                 fp = sent.get(key)
-                # The partition moved (new leader or epoch) while the request was out.
+                # The partition moved (new leader or epoch) while the request was out;
+                # the session thinks it was told, so the next fetch is full.
                 if fp is None or self.partitions.get(key) is not fp:
+                    self._session.failed()
                     continue
                 progressed |= self._handle(fp, answer)
         if progressed:

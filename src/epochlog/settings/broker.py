@@ -347,6 +347,13 @@ _REPLICATION = _section(
             30000,
             "Timeout of a follower's fetch request.",
         ),
+        (
+            "max.incremental.fetch.session.cache.slots",
+            integer(0, long=False),
+            1000,
+            "The maximum number of incremental fetch sessions that we will maintain "
+            "(KIP-227; 0 answers every fetch in full).",
+        ),
     ],
 )
 

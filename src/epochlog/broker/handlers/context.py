@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from epochlog.broker.cluster_link import ClusterLink
     from epochlog.broker.config import BrokerConfig
+    from epochlog.broker.fetch_sessions import FetchSessionCache
     from epochlog.broker.metadata_cache import MetadataCache
     from epochlog.coordinator.coordinator import GroupCoordinator
     from epochlog.metadata.model import BrokerEndpoint, TopicMetadata
@@ -38,6 +39,7 @@ class HandlerContext(Protocol):
     endpoint: BrokerEndpoint | None
     metadata_cache: MetadataCache
     replica_manager: ReplicaManager
+    fetch_sessions: FetchSessionCache
     coordinator: GroupCoordinator
     txn_coordinator: TransactionCoordinator
     cluster: ClusterLink | None

@@ -2,13 +2,16 @@
 offset under read_committed, with the aborted transactions of the range read) or the
 log end (replicas), after KIP-320's checks (CurrentLeaderEpoch from v9, LastFetchedEpoch →
 DivergingEpoch from v12). A replica's fetch also tells the leader where that follower
-is, which moves the high watermark and the ISR."""
+is, which moves the high watermark and the ISR. From v7 a fetch may be part of a fetch
+session (KIP-227, ``broker/fetch_sessions.py``): an incremental fetch reads every
+partition of its session and answers only those with news."""
 
 from __future__ import annotations
 
 import uuid
 from typing import Any
 
+from epochlog.broker.fetch_sessions import CachedPartition, FetchContext, PartitionKey
 from epochlog.broker.handlers.context import HandlerContext
 from epochlog.broker.responses import RawResponse, error_code
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
@@ -22,6 +25,7 @@ API = api(ApiKey.FETCH, 4, 13)
 
 READ_COMMITTED = 1
 NO_EPOCH = -1
+ZERO_UUID = uuid.UUID(int=0)
 
 
 class _Budget:
@@ -36,20 +40,22 @@ class _Budget:
 def _read_partition(
     broker: HandlerContext,
     topic: str,
-    fetch: Any,
+    fetch: CachedPartition,
     version: int,
     isolation: int,
     budget: _Budget,
     replica_id: int,
-) -> PartitionData:
+) -> tuple[PartitionData, int]:
+    """What is read of one partition, and its leader epoch here (told to a session)."""
     result = PartitionData(fetch.partition)
     try:
         partition = broker.replica_manager.partition(topic, fetch.partition)
     except KafkaError as exc:
         result.error_code = exc.code
-        return result
+        return result, NO_EPOCH
+    leader_epoch = partition.leader_epoch
     try:
-        current_epoch = fetch.current_leader_epoch if version >= 9 else NO_EPOCH
+        current_epoch = fetch.current_leader_epoch
         partition.check_leader(current_epoch)
         is_replica = replica_id >= 0
         if is_replica and replica_id not in partition.state.replicas:
@@ -61,7 +67,7 @@ def _read_partition(
         if isolation == READ_COMMITTED:
             result.aborted_transactions = []
         result.log_start_offset = log.log_start_offset
-        if version >= 12 and fetch.last_fetched_epoch >= 0:
+        if fetch.last_fetched_epoch >= 0:
             epoch, end_offset = log.epoch_cache.end_offset_for(
                 fetch.last_fetched_epoch, log.log_end_offset
             )
@@ -70,7 +76,7 @@ def _read_partition(
                 result.diverging_epoch = (epoch, end_offset)
                 result.high_watermark = partition.high_watermark
                 result.last_stable_offset = partition.last_stable_offset()
-                return result
+                return result, leader_epoch
         if is_replica and log.log_start_offset <= fetch.fetch_offset <= log.log_end_offset:
             broker.replica_manager.record_follower_fetch(
                 partition, replica_id, fetch.fetch_offset, current_epoch
@@ -95,14 +101,14 @@ def _read_partition(
         result.error_code = error_code(exc)
         if version >= 12 and exc_is_leadership(result.error_code):
             result.current_leader = (partition.state.leader, partition.leader_epoch)
-        return result
+        return result, leader_epoch
     if read.slices:
         size = sum(s.size for s in read.slices)
         result.records = list(read.slices)
         budget.read_any = True
         budget.remaining = max(0, budget.remaining - size)
         budget.total += size
-    return result
+    return result, leader_epoch
 
 
 def exc_is_leadership(code: ErrorCode) -> bool:
@@ -121,67 +127,138 @@ def _topic_allowed(broker: HandlerContext, session: Session, replica_id: int, na
     return allowed(broker.authorizer, session, ApiKey.FETCH, "topic", name)
 
 
-def _read_all(
-    broker: HandlerContext, request: Any, version: int, session: Session
-) -> tuple[list[TopicData], _Budget, bool]:
-    budget = _Budget(request.max_bytes if version >= 3 else 1 << 31)
-    topics: list[TopicData] = []
-    any_error = False
+def _asked(broker: HandlerContext, request: Any, version: int) -> list[CachedPartition]:
+    """The request's partitions; by name before v13, by topic id from v13 (the name is
+    then looked up at every read, ``_read_all``)."""
     cache = broker.metadata_cache
+    asked = []
     for fetch_topic in request.topics or []:
+        name: str | None = None
         if version >= 13:
             # kafka.protocol decodes the zero UUID as None.
-            topic_id = fetch_topic.topic_id or uuid.UUID(int=0)
-            name = cache.topic_name(topic_id)
+            topic_id = fetch_topic.topic_id or ZERO_UUID
         else:
             name = fetch_topic.topic
             meta = cache.topic(name)
-            topic_id = meta.topic_id if meta else uuid.UUID(int=0)
-        partitions = []
+            topic_id = meta.topic_id if meta else ZERO_UUID
         for fetch in fetch_topic.partitions or []:
-            if name is None:
-                partitions.append(PartitionData(fetch.partition, ErrorCode.UNKNOWN_TOPIC_ID))
-            elif not _topic_allowed(broker, session, request.replica_id, name):
-                partitions.append(
-                    PartitionData(fetch.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            asked.append(
+                CachedPartition(
+                    name,
+                    topic_id,
+                    fetch.partition,
+                    fetch.fetch_offset,
+                    fetch.current_leader_epoch if version >= 9 else NO_EPOCH,
+                    fetch.last_fetched_epoch if version >= 12 else NO_EPOCH,
+                    fetch.log_start_offset if version >= 5 else -1,
+                    fetch.partition_max_bytes,
                 )
+            )
+    return asked
+
+
+def _forgotten(request: Any, version: int) -> list[PartitionKey]:
+    if version < 7:
+        return []
+    return [
+        ((t.topic_id or ZERO_UUID) if version >= 13 else t.topic, index)
+        for t in request.forgotten_topics_data or []
+        for index in t.partitions or []
+    ]
+
+
+def _context(broker: HandlerContext, request: Any, version: int) -> FetchContext:
+    """The request's fetch session context (KIP-227); before v7 every fetch is full."""
+    asked = _asked(broker, request, version)
+    if version < 7:
+        return FetchContext(broker.fetch_sessions, asked)
+    return broker.fetch_sessions.new_context(
+        request.session_id,
+        request.session_epoch,
+        asked,
+        _forgotten(request, version),
+        privileged=request.replica_id >= 0,
+        uses_topic_ids=version >= 13,
+    )
+
+
+Read = tuple[CachedPartition, PartitionData, int]
+
+
+def _read_all(
+    broker: HandlerContext,
+    request: Any,
+    version: int,
+    session: Session,
+    partitions: list[CachedPartition],
+) -> tuple[list[Read], _Budget, bool]:
+    budget = _Budget(request.max_bytes if version >= 3 else 1 << 31)
+    reads: list[Read] = []
+    any_error = False
+    allowed_topics: dict[str, bool] = {}
+    names: dict[uuid.UUID, str | None] = {}
+    for fetch in partitions:
+        name = fetch.topic
+        if version >= 13:
+            # Resolved at every read: a session outlives a topic deleted (its id then
+            # unknown) or created after the id was first asked for.
+            if fetch.topic_id not in names:
+                names[fetch.topic_id] = broker.metadata_cache.topic_name(fetch.topic_id)
+            name = fetch.topic = names[fetch.topic_id]
+        leader_epoch = NO_EPOCH
+        if name is None:
+            data = PartitionData(fetch.partition, ErrorCode.UNKNOWN_TOPIC_ID)
+        else:
+            if name not in allowed_topics:
+                allowed_topics[name] = _topic_allowed(broker, session, request.replica_id, name)
+            if not allowed_topics[name]:
+                data = PartitionData(fetch.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             else:
-                partitions.append(
-                    _read_partition(
-                        broker,
-                        name,
-                        fetch,
-                        version,
-                        request.isolation_level,
-                        budget,
-                        request.replica_id,
-                    )
+                data, leader_epoch = _read_partition(
+                    broker,
+                    name,
+                    fetch,
+                    version,
+                    request.isolation_level,
+                    budget,
+                    request.replica_id,
                 )
-            last = partitions[-1]
-            any_error |= last.error_code != 0 or last.diverging_epoch is not None
-        topics.append(TopicData(name or "", topic_id, partitions))
-    return topics, budget, any_error
+        reads.append((fetch, data, leader_epoch))
+        any_error |= data.error_code != 0 or data.diverging_epoch is not None
+    return reads, budget, any_error
+
+
+def _by_topic(answered: list[tuple[CachedPartition, PartitionData]]) -> list[TopicData]:
+    """Partitions grouped by topic, topics in the order they first appear."""
+    topics: dict[tuple[str, uuid.UUID], TopicData] = {}
+    for fetch, data in answered:
+        key = (fetch.topic or "", fetch.topic_id)
+        topic = topics.get(key)
+        if topic is None:
+            topic = topics[key] = TopicData(key[0], key[1], [])
+        topic.partitions.append(data)
+    return list(topics.values())
 
 
 async def handle(
     broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
 ) -> Any:
-    if version >= 7 and request.session_id != 0:
-        # Incremental fetch sessions (KIP-227) are not offered: session id 0 in every
-        # answer tells clients to keep sending full requests.
-        return RawResponse(
-            encode_fetch_response(version, [], error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND),
-            [ErrorCode.FETCH_SESSION_ID_NOT_FOUND],
-        )
+    try:
+        context = _context(broker, request, version)
+    except KafkaError as exc:
+        # A session error answers the whole request, with no partitions (as Kafka does).
+        return RawResponse(encode_fetch_response(version, [], error_code=exc.code), [exc.code])
     clock = broker.seams.clock
     deadline = clock.monotonic() + max(0, request.max_wait_ms) / 1000
     while True:
-        topics, budget, any_error = _read_all(broker, request, version, session)
+        reads, budget, any_error = _read_all(broker, request, version, session, context.partitions)
         remaining = deadline - clock.monotonic()
         stopping = broker.replica_manager.stopped
         if budget.total >= request.min_bytes or any_error or remaining <= 0 or stopping:
             break
         await broker.replica_manager.wait_for_data(remaining)
+    session_id, answered = context.respond(reads)
+    topics = _by_topic(answered)
     if request.replica_id < 0:
         stats = broker.replica_manager.topic_stats
         for topic in topics:
@@ -191,4 +268,4 @@ async def handle(
     # Kafka counts the answer's top-level error (v7+) with each partition's.
     codes = [ErrorCode.NONE] if version >= 7 else []
     codes += [p.error_code for topic in topics for p in topic.partitions]
-    return RawResponse(encode_fetch_response(version, topics), codes)
+    return RawResponse(encode_fetch_response(version, topics, session_id=session_id), codes)
