@@ -24,6 +24,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -33,7 +34,9 @@ from common import BrokerProcess, median  # noqa: E402
 
 from epochlog.client import AsyncProducer, Consumer, Producer  # noqa: E402
 from epochlog.client.arrow_batches import decode_fetched, walk_batches  # noqa: E402
-from epochlog.seams.real import real_seams
+from epochlog.seams.real import real_seams  # noqa: E402
+
+T = TypeVar("T")
 
 SIZE = 100
 # A hang guard for one client's whole pass; never a judgement on speed.
@@ -185,10 +188,23 @@ def decode_seconds(answers: list[bytes], topic: str) -> tuple[float, int]:
     return time.process_time() - start, rows
 
 
+def _with_room(producer: Producer, produce: Callable[[], T]) -> T:
+    """Call ``produce`` again while the queue is full (queue.buffering.max.messages), as
+    a confluent-kafka user polls on BufferError; a short flush lets answers arrive."""
+    while True:
+        try:
+            return produce()
+        except BufferError:
+            producer.flush(0.001)
+
+
 def produce_epochlog(bootstrap: str, topic: str, count: int, value: bytes) -> float:
     with Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONF}) as producer:
         start = time.perf_counter()
-        futures = [producer.produce(topic, value, partition=0) for _ in range(count)]
+        futures = [
+            _with_room(producer, lambda: producer.produce(topic, value, partition=0))
+            for _ in range(count)
+        ]
         # flush() waits for every record produced before it, the hand-off included.
         if not producer.flush(PASS_LIMIT_S):
             raise RuntimeError("epochlog producer: flush left records undelivered")
@@ -221,7 +237,12 @@ def produce_epochlog_batch(bootstrap: str, topic: str, count: int, value: bytes)
     with Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONF}) as producer:
         start = time.perf_counter()
         futures = [
-            producer.produce_batch(topic, [value] * min(BULK, count - i), partition=0)
+            _with_room(
+                producer,
+                lambda i=i: producer.produce_batch(
+                    topic, [value] * min(BULK, count - i), partition=0
+                ),
+            )
             for i in range(0, count, BULK)
         ]
         if not producer.flush(PASS_LIMIT_S):
