@@ -1,4 +1,5 @@
-"""What the benchmark programs share: a broker process, iperf3, medians.
+"""What the benchmark programs share: a broker process, librdkafka's mock cluster,
+iperf3, medians.
 
 The broker launcher is the test harness's (tests/support/broker.py), so the benchmark
 runs the broker exactly as the interop and crash tests do.
@@ -6,7 +7,10 @@ runs the broker exactly as the interop and crash tests do.
 
 from __future__ import annotations
 
+import ctypes
+import glob
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -18,7 +22,59 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from support.broker import BrokerProcess, free_port  # noqa: E402
 
-__all__ = ["BrokerProcess", "free_port", "iperf3_loopback_bytes_per_s", "median", "fmt_rate"]
+__all__ = [
+    "BrokerProcess",
+    "MockCluster",
+    "free_port",
+    "iperf3_loopback_bytes_per_s",
+    "median",
+    "fmt_rate",
+]
+
+
+class MockCluster:
+    """librdkafka's mock cluster, made through librdkafka's C API (the copy inside
+    confluent-kafka), so that topics get the partition count a benchmark asks for: the
+    mock has no CreateTopics, and ``test.mock.num.brokers`` creates topics of 4
+    partitions. It serves on loopback until this process ends."""
+
+    def __init__(self, brokers: int = 1) -> None:
+        import confluent_kafka
+
+        libs = Path(confluent_kafka.__file__).parent.parent / "confluent_kafka.libs"
+        lib = ctypes.CDLL(glob.glob(os.path.join(libs, "librdkafka*.so*"))[0])
+        lib.rd_kafka_conf_new.restype = ctypes.c_void_p
+        lib.rd_kafka_new.restype = ctypes.c_void_p
+        lib.rd_kafka_new.argtypes = [
+            ctypes.c_int,
+            ctypes.c_void_p,
+            ctypes.c_char_p,
+            ctypes.c_size_t,
+        ]
+        lib.rd_kafka_mock_cluster_new.restype = ctypes.c_void_p
+        lib.rd_kafka_mock_cluster_new.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        lib.rd_kafka_mock_cluster_bootstraps.restype = ctypes.c_char_p
+        lib.rd_kafka_mock_cluster_bootstraps.argtypes = [ctypes.c_void_p]
+        lib.rd_kafka_mock_topic_create.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_char_p,
+            ctypes.c_int,
+            ctypes.c_int,
+        ]
+        errors = ctypes.create_string_buffer(512)
+        self._lib = lib
+        self._client = lib.rd_kafka_new(0, lib.rd_kafka_conf_new(), errors, len(errors))
+        if not self._client:
+            raise RuntimeError(f"librdkafka: {errors.value.decode()}")
+        self._cluster = lib.rd_kafka_mock_cluster_new(self._client, brokers)
+        self.bootstrap: str = lib.rd_kafka_mock_cluster_bootstraps(self._cluster).decode()
+
+    def create_topic(self, topic: str, partitions: int, replication: int = 1) -> None:
+        code = self._lib.rd_kafka_mock_topic_create(
+            self._cluster, topic.encode(), partitions, replication
+        )
+        if code != 0:
+            raise RuntimeError(f"mock cluster refused topic {topic}: error {code}")
 
 
 def median(values: list[float]) -> float:
