@@ -6,9 +6,9 @@ Each phase starts every client process at once (they connect and learn the metad
 first) and is timed from the first client's start to the last client's end: produce,
 each producer writing its share of the records round-robin over all partitions (acks=all,
 idempotent); then consume, each consumer assigned its share of the partitions and
-reading them from the log start to the end the phase began with. The mock keeps only
-the last few MB of each partition: consumers read what it kept, and the rate is records
-per second either way. Ratios are epochlog's rate to the mock's, medians of --runs.
+reading the end of each partition. The mock keeps only the last few MB of each
+partition: both are read over as many records of each partition as the mock kept.
+Ratios are epochlog's rate to the mock's, medians of --runs.
 
     python bench/many_clients.py [--runs 3] [--producers 8] [--consumers 8] [--partitions 24]
 """
@@ -61,16 +61,20 @@ def produce_share(
     out.put((start, time.time(), count if not (left or errors) else -1, count * size))
 
 
-def consume_share(bootstrap: str, topic: str, partitions: list[int], go: Event, out: Any) -> None:
+def consume_share(
+    bootstrap: str, topic: str, window: dict[int, int], go: Event, out: Any
+) -> None:
+    """Read the last ``window[p]`` records of each partition p given."""
     consumer = ck.Consumer({"bootstrap.servers": bootstrap, **CONSUMER_CONF})
-    ends = {}
-    for p in partitions:
+    ends, starts = {}, []
+    for p, count in window.items():
         low, high = consumer.get_watermark_offsets(ck.TopicPartition(topic, p), timeout=30)
-        if high > low:
+        if high > low and count > 0:
             ends[p] = high
+            starts.append(ck.TopicPartition(topic, p, max(low, high - count)))
     go.wait()
     start = time.time()
-    consumer.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in ends])
+    consumer.assign(starts)
     got = nbytes = 0
     deadline = start + PHASE_LIMIT_S
     while ends and time.time() < deadline:
@@ -102,15 +106,41 @@ def phase(target: Any, args: list[tuple[Any, ...]]) -> tuple[float, int]:
     return max(r[1] for r in results) - min(r[0] for r in results), sum(r[2] for r in results)
 
 
-def run_once(bootstrap: str, topic: str, args: argparse.Namespace, size: int, count: int) -> dict:
+def retained(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    """Records each partition holds now (the mock keeps only its last few MB)."""
+    consumer = ck.Consumer({"bootstrap.servers": bootstrap, **CONSUMER_CONF})
+    try:
+        marks = [
+            consumer.get_watermark_offsets(ck.TopicPartition(topic, p), timeout=30)
+            for p in range(partitions)
+        ]
+    finally:
+        consumer.close()
+    return {p: high - low for p, (low, high) in enumerate(marks)}
+
+
+def run_once(
+    bootstrap: str,
+    topic: str,
+    args: argparse.Namespace,
+    size: int,
+    count: int,
+    window: dict[int, int] | None = None,
+) -> tuple[dict[str, float], dict[int, int]]:
+    """Rates of both phases, and the records each partition held for the consumers,
+    who read the last ``window[p]`` of partition p (all of it without a window)."""
     share = count // args.producers
     produce_s, produced = phase(
         produce_share,
         [(bootstrap, topic, args.partitions, share, size) for _ in range(args.producers)],
     )
-    groups = [list(range(c, args.partitions, args.consumers)) for c in range(args.consumers)]
-    consume_s, consumed = phase(consume_share, [(bootstrap, topic, g) for g in groups])
-    return {"produce": produced / produce_s, "consume": consumed / consume_s}
+    held = retained(bootstrap, topic, args.partitions)
+    read = {p: min(n, (window or held).get(p, n)) for p, n in held.items()}
+    groups = [range(c, args.partitions, args.consumers) for c in range(args.consumers)]
+    consume_s, consumed = phase(
+        consume_share, [(bootstrap, topic, {p: read[p] for p in g}) for g in groups]
+    )
+    return {"produce": produced / produce_s, "consume": consumed / consume_s}, read
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
@@ -144,14 +174,15 @@ def main(argv: list[str] | None = None) -> int:
                 run_once(bootstrap, "warm-up", args, 100, 8 * args.producers * 1000)
             for run in range(args.runs):
                 for size, count in ((100, args.records_100), (1024, args.records_1k)):
-                    targets = (("mock", mock.bootstrap), ("epochlog", broker.bootstrap))
-                    for name, bootstrap in targets:
-                        topic = f"many-{size}-{run}"
-                        if name == "mock":
-                            mock.create_topic(topic, args.partitions)
-                        else:
-                            create_topic(bootstrap, topic, args.partitions)
-                        for op, rate in run_once(bootstrap, topic, args, size, count).items():
+                    topic = f"many-{size}-{run}"
+                    # The mock first: the broker's consumers read as many records of
+                    # each partition as the mock kept.
+                    mock.create_topic(topic, args.partitions)
+                    found, window = run_once(mock.bootstrap, topic, args, size, count)
+                    create_topic(broker.bootstrap, topic, args.partitions)
+                    ours, _ = run_once(broker.bootstrap, topic, args, size, count, window)
+                    for name, got in (("mock", found), ("epochlog", ours)):
+                        for op, rate in got.items():
                             rates.setdefault((name, size, op), []).append(rate)
                 print(f"run {run + 1} of {args.runs} done", flush=True)
             broker.stop()
