@@ -8,7 +8,7 @@ import asyncio
 from coordinator_fakes import Harness
 
 from epochlog.coordinator.commits import CommitRequest, is_stale_epoch, partition_commit_error
-from epochlog.coordinator.group import CommittedOffset
+from epochlog.coordinator.group import CommittedOffset, GroupState
 from epochlog.protocol.errors import ErrorCode
 
 
@@ -38,6 +38,33 @@ def test_commit_during_completing_rebalance_is_rebalance_in_progress() -> None:
         h.membership.maybe_complete_join(group)
         answers = await h.commit("g", {("t", 0): 5}, member, group.generation_id)
         assert answers == {("t", 0): ErrorCode.REBALANCE_IN_PROGRESS}
+
+    asyncio.run(scenario())
+
+
+def test_older_generation_commit_during_rebalance_is_illegal_generation() -> None:
+    """The generation is checked before the group state (Kafka's validateOffsetCommit):
+    a member still holding the previous generation learns it lost it, in either
+    rebalance state; one holding the current generation may commit while the group
+    prepares, and waits while it completes."""
+
+    async def scenario() -> None:
+        h = Harness()
+        member, old = await h.join_and_sync("g")
+        group = h.registry.groups["g"]
+        group.members[member].awaiting_join = True
+        h.membership.prepare_rebalance(group, "test")
+        assert group.is_(GroupState.PREPARING_REBALANCE)
+        answers = await h.commit("g", {("t", 0): 5}, member, old - 1)
+        assert answers == {("t", 0): ErrorCode.ILLEGAL_GENERATION}
+        assert await h.commit("g", {("t", 0): 5}, member, old) == {("t", 0): ErrorCode.NONE}
+        h.membership.maybe_complete_join(group)
+        assert group.is_(GroupState.COMPLETING_REBALANCE)
+        answers = await h.commit("g", {("t", 0): 6}, member, old)
+        assert answers == {("t", 0): ErrorCode.ILLEGAL_GENERATION}
+        answers = await h.commit("g", {("t", 0): 6}, "", -1)
+        assert answers == {("t", 0): ErrorCode.UNKNOWN_MEMBER_ID}
+        assert h.committed("g") == {("t", 0): 5}
 
     asyncio.run(scenario())
 

@@ -22,26 +22,32 @@ class CommitRequest:
 def group_commit_error(
     group: Group | None, generation_id: int, member_id: str, instance_id: str | None
 ) -> ErrorCode:
-    """Kafka's order of checks for a commit to a group (NONE: the commit may proceed).
+    """Kafka's order of checks for a commit to a group (GroupCoordinator's
+    validateOffsetCommit, then the group state; NONE: the commit may proceed).
 
     No group: a commit without a generation is a standalone commit (the group is
-    created for it); with one it is from a generation that no longer exists.
+    created for it); with one it is from a generation that no longer exists. A member
+    and its generation are checked before the group's state, so a member of an older
+    generation gets ILLEGAL_GENERATION even while the group rebalances (a cooperative
+    consumer committing then must learn it lost its generation, not to wait).
     """
     if group is None:
         return ErrorCode.NONE if generation_id < 0 else ErrorCode.ILLEGAL_GENERATION
     if group.is_(GroupState.DEAD):
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    if group.is_static_fenced(member_id, instance_id):
-        return ErrorCode.FENCED_INSTANCE_ID
-    if generation_id < 0 and group.is_(GroupState.EMPTY):
-        return ErrorCode.NONE
-    if group.is_(GroupState.COMPLETING_REBALANCE):
-        # The member has this generation from its JoinGroup answer but no assignment yet.
-        return ErrorCode.REBALANCE_IN_PROGRESS
-    if not group.has(member_id):
+    if generation_id >= 0 or member_id or instance_id is not None:
+        if group.is_static_fenced(member_id, instance_id):
+            return ErrorCode.FENCED_INSTANCE_ID
+        if not group.has(member_id):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+    elif not group.is_(GroupState.EMPTY):
+        # Only members may commit to a group that has members.
         return ErrorCode.UNKNOWN_MEMBER_ID
-    if generation_id != group.generation_id:
-        return ErrorCode.ILLEGAL_GENERATION
+    if group.is_(GroupState.COMPLETING_REBALANCE):
+        # A member of this generation (from its JoinGroup answer) without an assignment yet.
+        return ErrorCode.REBALANCE_IN_PROGRESS
     return ErrorCode.NONE
 
 
