@@ -1,6 +1,6 @@
 """Whether an OffsetCommit may be stored: the group check (generation and member
-fencing) and the per-partition checks (metadata size, KIP-232 stale leader epoch).
-Pure decisions; the coordinator stores what passes."""
+fencing) and the per-partition checks (metadata size, KIP-232's stale leader epoch and
+re-created topic). Pure decisions; the coordinator stores what passes."""
 
 from __future__ import annotations
 
@@ -17,6 +17,9 @@ class CommitRequest:
     offset: int
     leader_epoch: int
     metadata: str | None
+    # The partition's latest leader epoch as the broker knows it (-1: not known). A topic
+    # starts at epoch 0 and its epochs only grow, so it bounds the epochs of this topic.
+    partition_leader_epoch: int = -1
 
 
 def group_commit_error(
@@ -70,11 +73,23 @@ def txn_commit_error(
     return ErrorCode.NONE
 
 
+def is_from_earlier_topic(commit: CommitRequest) -> bool:
+    """KIP-232's partition epoch, by way of leader epochs: a commit whose leader epoch is
+    above every epoch the partition has had was read from an earlier topic of the same
+    name, deleted and re-created since the consumer's metadata (OffsetCommit carries no
+    topic ID before v10, so its epoch is the only witness). Unknown epochs (-1) pass."""
+    return commit.leader_epoch > commit.partition_leader_epoch >= 0
+
+
 def is_stale_epoch(current: CommittedOffset | None, commit: CommitRequest) -> bool:
     """KIP-232: a commit whose leader epoch is older than the committed one, at the same
     or a later offset, comes from a consumer that missed a leader change (a later
-    position can only carry an equal or newer epoch). Unknown epochs (-1) pass."""
+    position can only carry an equal or newer epoch). Unknown epochs (-1) pass, and so
+    does an offset committed for an earlier topic of this name (its epoch is above the
+    partition's): it fences nothing of the topic there now."""
     if current is None or commit.leader_epoch < 0 or current.leader_epoch < 0:
+        return False
+    if current.leader_epoch > commit.partition_leader_epoch >= 0:
         return False
     return commit.leader_epoch < current.leader_epoch and commit.offset >= current.offset
 
@@ -85,14 +100,16 @@ def partition_commit_error(
     max_metadata_bytes: int,
     reject_stale_epoch: bool,
 ) -> ErrorCode:
-    """The error one partition of a commit gets before anything is written."""
+    """The error one partition of a commit gets before anything is written; KIP-232's
+    checks in its order: the partition epoch (a re-created topic), then the leader epoch.
+    Both are non-retriable, so a stale consumer sees its commit refused instead of
+    retrying it in a loop."""
     if commit.metadata is not None and len(commit.metadata.encode()) > max_metadata_bytes:
         return ErrorCode.OFFSET_METADATA_TOO_LARGE
+    if reject_stale_epoch and is_from_earlier_topic(commit):
+        return ErrorCode.INVALID_PARTITION_EPOCH
     if reject_stale_epoch and is_stale_epoch(current, commit):
-        # FENCED_LEADER_EPOCH: Kafka's code for "your leader epoch is older than the one
-        # known here"; clients treat it as fatal for the commit, so a stale consumer
-        # sees its commit refused instead of retrying it in a loop.
-        return ErrorCode.FENCED_LEADER_EPOCH
+        return ErrorCode.INVALID_LEADER_EPOCH
     return ErrorCode.NONE
 
 
