@@ -62,7 +62,13 @@ def test_a_commit_ahead_of_the_cache_is_judged_by_the_metastore() -> None:
 
 
 def test_commits_within_the_cached_epochs_ask_the_metastore_nothing() -> None:
+    """Nor does a commit without an epoch, or one to a partition with no epoch yet."""
     stored = StoredTopics({"t": 5})
-    wanted = {("t", 0): CommitRequest(10, 2, None, 2), ("t", 1): CommitRequest(10, -1, None, 2)}
+    wanted = {
+        ("t", 0): CommitRequest(10, 2, None, 2),
+        ("t", 1): CommitRequest(10, -1, None, 2),
+        # A partition without a leader yet (epoch -1): no bound to be above.
+        ("t", 2): CommitRequest(10, 3, None, -1),
+    }
     assert confirmed(stored, wanted) == wanted
     assert stored.asked == []

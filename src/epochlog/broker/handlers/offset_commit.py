@@ -14,7 +14,7 @@ from typing import Any
 from kafka.protocol.consumer import OffsetCommitResponse
 
 from epochlog.broker.handlers.context import HandlerContext
-from epochlog.coordinator.commits import CommitRequest
+from epochlog.coordinator.commits import CommitRequest, is_from_earlier_topic
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
 from epochlog.security.api_rules import allowed, refusal
@@ -62,8 +62,9 @@ async def confirm_partition_epochs(
 ) -> dict[tuple[str, int], CommitRequest]:
     """A commit whose epoch is above the cached one is either from a re-created topic's
     predecessor or from a consumer that saw a leader change before this broker did: the
-    metastore decides which, so a new leader's epoch is never taken for a re-creation."""
-    ahead = [key for key, c in wanted.items() if c.leader_epoch > c.partition_leader_epoch]
+    metastore decides which, so a new leader's epoch is never taken for a re-creation.
+    Asked only with the KIP-232 checks on, and only for such commits."""
+    ahead = [key for key, c in wanted.items() if is_from_earlier_topic(c)]
     if not ahead or broker.cluster is None:
         return wanted
     confirmed = dict(wanted)
@@ -92,7 +93,8 @@ async def handle(
         return ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
     wanted, answers, order = commit_requests(broker, request.topics, version >= 6, refused)
-    wanted = await confirm_partition_epochs(broker, wanted)
+    if broker.coordinator.settings.reject_stale_leader_epoch:
+        wanted = await confirm_partition_epochs(broker, wanted)
     if wanted or (not order and group_refused == ErrorCode.NONE):
         answers.update(
             await broker.coordinator.offsets.commit(
