@@ -105,7 +105,7 @@ def test_cluster_and_offsets_carry_leader_epochs(tmp_path: Path) -> None:
             assert (asked.racks, asked.topics["t"].partitions) == ({0: None}, [p0])
             with pytest.raises(KafkaClientError, match="UNKNOWN_TOPIC_OR_PARTITION"):
                 await AsyncAdmin(
-                    {"bootstrap.servers": bootstrap(broker), "request.timeout.ms": 300},
+                    {"bootstrap.servers": bootstrap(broker), "default.api.timeout.ms": 300},
                     seams=broker.seams,
                 ).list_offsets({("missing", 0): LATEST})
             await admin.close()
@@ -205,5 +205,36 @@ def test_a_call_under_way_when_the_admin_closes_leaves_no_connection_open(
             await asyncio.sleep(0)
             readers = [t for t in asyncio.all_tasks() if "_read_loop" in repr(t.get_coro())]
             assert readers == []
+
+    run(scenario)
+
+
+def test_a_frozen_broker_holds_a_metadata_request_only_for_request_timeout(
+    tmp_path: Path,
+) -> None:
+    """A broker that accepts connections but answers nothing (a paused process) is given
+    up after request.timeout.ms and the next one asked; a lookup then retries for
+    default.api.timeout.ms in all."""
+
+    async def scenario() -> None:
+        frozen = await asyncio.start_server(lambda _r, _w: None, "127.0.0.1", 0)
+        frozen_port = frozen.sockets[0].getsockname()[1]
+        async with running_broker(tmp_path, **SETTINGS) as broker:
+            creator = AsyncAdmin({"bootstrap.servers": bootstrap(broker)}, broker.seams)
+            await creator.create_topic("t", partitions=1, replication_factor=1)
+            await creator.close()
+            admin = AsyncAdmin(
+                {
+                    "bootstrap.servers": f"127.0.0.1:{frozen_port},{bootstrap(broker)}",
+                    "request.timeout.ms": 300,
+                },
+                broker.seams,
+            )
+            started = broker.seams.clock.monotonic()
+            latest = await admin.list_offsets({("t", 0): LATEST})
+            assert latest[TP].offset == 0
+            assert broker.seams.clock.monotonic() - started < 5
+            await admin.close()
+        frozen.close()
 
     run(scenario)

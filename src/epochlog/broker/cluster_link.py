@@ -82,6 +82,15 @@ class ClusterLink:
                 topics[name] = TopicNode.decode(name, data).topic
         return topics
 
+    async def stored_topic(self, name: str) -> TopicMetadata | None:
+        """A topic as the metastore holds it now, for a decision that must not rest on a
+        cache a moment behind (None: no such topic)."""
+        try:
+            data, _ = await self.store.get(layout.topic_path(name))
+        except NoNodeError:
+            return None
+        return TopicNode.decode(name, data).topic
+
     async def join(self, endpoint: BrokerEndpoint, session_timeout_s: float) -> None:
         """Register this broker and start following the cluster's state."""
         self._endpoint = endpoint

@@ -282,7 +282,7 @@ class AsyncAdmin(GroupAdmin, TransactionAdmin, UserAdmin, AclAdmin):
         return await list_offsets(
             self._cluster,
             {TopicPartition(*tp): spec for tp, spec in specs.items()},
-            self._timeout_s,
+            self.config["default.api.timeout.ms"] / 1000,
             (self.config["retry.backoff.ms"], self.config["retry.backoff.max.ms"]),
             isolation_level,
         )

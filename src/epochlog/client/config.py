@@ -62,7 +62,16 @@ COMMON = [
     *SECURITY,
 ]
 
-ADMIN = Registry("Admin client settings", COMMON)
+# Kafka's consumer and admin setting: a call that retries (an offset lookup waiting out
+# OFFSET_NOT_AVAILABLE or a leader change) may go on this long in all.
+API_TIMEOUT = Setting(
+    "default.api.timeout.ms",
+    integer(1, long=False),
+    60000,
+    "How long an offset lookup may retry in all; each request is bounded by request.timeout.ms.",
+)
+
+ADMIN = Registry("Admin client settings", [*COMMON, API_TIMEOUT])
 
 
 def admin_settings(config: Mapping[str, object]) -> dict[str, object]:
@@ -129,6 +138,7 @@ CONSUMER = Registry(
     "Consumer settings",
     COMMON
     + [
+        API_TIMEOUT,
         Setting(
             "auto.offset.reset",
             choice(*(p.value for p in ResetPolicy), case_sensitive=False),

@@ -570,7 +570,7 @@ class AsyncConsumer:
         return await list_offsets(
             self._cluster,
             {TopicPartition(*tp): ts for tp, ts in timestamps.items()},
-            self.config["request.timeout.ms"] / 1000,
+            self.config["default.api.timeout.ms"] / 1000,
             (self.config["retry.backoff.ms"], self.config["retry.backoff.max.ms"]),
             in_use=[tp for tp, p in self._positions.items() if p.offset is not None],
         )

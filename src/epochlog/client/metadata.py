@@ -250,10 +250,13 @@ class Cluster:
         errors = []
         for address in self._candidates():
             try:
-                conn = await self.connection_to(address)
-                return snapshot_from_response(await conn.send(request, METADATA_VERSION))
+                # Bounded: a frozen broker (alive, answering nobody) must not hold every
+                # later lookup; TimeoutError is an OSError, so the next broker is asked.
+                async with self.clock.timeout(self.request_timeout_s):
+                    conn = await self.connection_to(address)
+                    return snapshot_from_response(await conn.send(request, METADATA_VERSION))
             except (ConnectionError, OSError) as exc:
-                errors.append(f"{address[0]}:{address[1]}: {exc}")
+                errors.append(f"{address[0]}:{address[1]}: {exc or type(exc).__name__}")
                 dropped = self._connections.pop(address, None)
                 if dropped is not None:
                     await dropped.close()

@@ -90,7 +90,7 @@ class OffsetManager:
             code = partition_commit_error(
                 current, request, s.max_metadata_bytes, s.reject_stale_leader_epoch
             )
-            if code == ErrorCode.FENCED_LEADER_EPOCH and current is not None:
+            if code == ErrorCode.INVALID_LEADER_EPOCH and current is not None:
                 log.warning(
                     "group %s: refused stale commit of %s-%d: offset %d in leader epoch %d,"
                     " but offset %d was committed in the newer epoch %d",
@@ -101,6 +101,17 @@ class OffsetManager:
                     request.leader_epoch,
                     current.offset,
                     current.leader_epoch,
+                )
+            elif code == ErrorCode.INVALID_PARTITION_EPOCH:
+                log.warning(
+                    "group %s: refused commit of %s-%d: offset %d in leader epoch %d, but the"
+                    " partition's epochs end at %d: the topic was re-created since",
+                    group_id,
+                    key[0],
+                    key[1],
+                    request.offset,
+                    request.leader_epoch,
+                    request.partition_leader_epoch,
                 )
             answers[key] = code
             if code == ErrorCode.NONE:

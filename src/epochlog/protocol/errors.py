@@ -115,6 +115,14 @@ class ErrorCode(IntEnum):
     TRANSACTIONAL_ID_NOT_FOUND = 105
     FETCH_SESSION_TOPIC_ID_ERROR = 106
     UNSUPPORTED_ENDPOINT_TYPE = 119
+    # KIP-232's two commit errors. The proposal names them but was never adopted (KIP-320
+    # took leader epochs as FENCED_LEADER_EPOCH, KIP-516 topic IDs), so Kafka never gave
+    # them numbers; Kafka numbers its codes consecutively (in the 120s in 4.x), so these
+    # stand far above, the KIP's number in them. Clients that do not know a code treat it
+    # as a non-retriable error naming the number (kafka-python's UnrecognizedBrokerError,
+    # librdkafka's unknown broker error): the commit fails, it is not retried.
+    INVALID_LEADER_EPOCH = 10232
+    INVALID_PARTITION_EPOCH = 10233
 
 
 class KafkaError(Exception):

@@ -413,7 +413,10 @@ _GROUPS = _section(
             "offsets.commit.reject.stale.leader.epoch",
             BOOLEAN,
             False,
-            "epochlog's own: refuse commits whose leader epoch is older than the one committed.",
+            "epochlog's own (KIP-232): refuse a commit whose leader epoch is older than the"
+            " committed one (INVALID_LEADER_EPOCH, code 10232) or above every epoch of the"
+            " partition, from a topic since deleted and re-created"
+            " (INVALID_PARTITION_EPOCH, code 10233).",
         ),
         (
             "group.min.session.timeout.ms",
