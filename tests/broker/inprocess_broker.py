@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from kafka.protocol.admin import DeleteTopicsRequest
 from kafka.protocol.consumer import ListOffsetsRequest
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 
@@ -49,6 +51,15 @@ def run(scenario: Callable[[], Awaitable[Any]]) -> Any:
 
 async def create_topic_via_metadata(conn: BrokerConnection, name: str) -> Any:
     return await conn.send(metadata_request(name), 12)
+
+
+async def delete_topic(conn: BrokerConnection, name: str) -> int:
+    """DeleteTopics v6 by name; the topic's error code."""
+    request = DeleteTopicsRequest(
+        topics=[DeleteTopicsRequest.DeleteTopicState(name=name, topic_id=uuid.UUID(int=0))],
+        timeout_ms=5000,
+    )
+    return int((await conn.send(request, 6)).responses[0].error_code)
 
 
 def batch(values: list[bytes], timestamp: int = 1_700_000_000_000, **kwargs: Any) -> bytes:

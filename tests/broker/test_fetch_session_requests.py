@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import uuid
 from pathlib import Path
 from typing import Any
 
-from inprocess_broker import batch, connect, create_topic_via_metadata, produce, run, running_broker
-from kafka.protocol.admin import DeleteTopicsRequest
+from inprocess_broker import (
+    batch,
+    connect,
+    create_topic_via_metadata,
+    delete_topic,
+    produce,
+    run,
+    running_broker,
+)
 from kafka.protocol.consumer import FetchRequest
 
 from epochlog.protocol.errors import ErrorCode
@@ -215,16 +221,7 @@ def test_a_session_by_topic_id_never_reads_a_recreated_topic_of_the_same_name(
             old_id = broker.metadata_cache.topic("t").topic_id
             full = await conn.send(fetch({0: 0, 1: 0}, topic_id=old_id), 13)
             assert full.session_id != 0
-            deleted = await conn.send(
-                DeleteTopicsRequest(
-                    topics=[
-                        DeleteTopicsRequest.DeleteTopicState(name="t", topic_id=uuid.UUID(int=0))
-                    ],
-                    timeout_ms=5000,
-                ),
-                6,
-            )
-            assert deleted.responses[0].error_code == 0
+            assert await delete_topic(conn, "t") == 0
             await create_topic_via_metadata(conn, "t")
             assert broker.metadata_cache.topic("t").topic_id != old_id
             await produce(conn, "t", batch([b"new"]), partition=0)

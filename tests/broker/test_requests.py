@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 
 from inprocess_broker import (
     batch,
     connect,
     create_topic_via_metadata,
+    delete_topic,
     produce,
     run,
     running_broker,
 )
-from kafka.protocol.admin import CreateTopicsRequest, DeleteTopicsRequest
+from kafka.protocol.admin import CreateTopicsRequest
 from kafka.protocol.consumer import (
     FetchRequest,
     ListOffsetsRequest,
@@ -258,16 +258,7 @@ def test_recreated_topic_gets_a_new_topic_id(tmp_path: Path) -> None:
             first = (await conn.send(create(), 7)).topics[0]
             again = (await conn.send(create(), 7)).topics[0]
             assert first.error_code == 0 and again.error_code == ErrorCode.TOPIC_ALREADY_EXISTS
-            deleted = await conn.send(
-                DeleteTopicsRequest(
-                    topics=[
-                        DeleteTopicsRequest.DeleteTopicState(name="t", topic_id=uuid.UUID(int=0))
-                    ],
-                    timeout_ms=5000,
-                ),
-                6,
-            )
-            assert deleted.responses[0].error_code == 0
+            assert await delete_topic(conn, "t") == 0
             second = (await conn.send(create(), 7)).topics[0]
             assert second.error_code == 0 and second.topic_id != first.topic_id
             await conn.close()

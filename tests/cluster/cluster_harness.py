@@ -22,7 +22,7 @@ from epochlog.client.connection import BrokerConnection
 from epochlog.metastore import open_metastore
 from epochlog.protocol.records import build_batch
 from epochlog.seams.real import RealClock, SocketNetwork
-from support.broker import BrokerProcess, epochlog_command, wait_until
+from support.broker import BrokerProcess, epochlog_command, free_port, wait_until
 from support.requests import produce_request as raw_produce_request
 
 # Short timeouts so that failures are noticed within seconds in tests.
@@ -56,6 +56,14 @@ class Cluster:
         ]
         # Brokers stopped with SIGSTOP: alive, but they answer nobody until resumed.
         self.paused: set[int] = set()
+
+    def serve_metrics(self) -> dict[int, int]:
+        """Give every broker a ``metrics.listener`` on a free port (before it starts);
+        the port of each, by broker id."""
+        ports = {b.broker_id: free_port() for b in self.brokers}
+        for b in self.brokers:
+            b.settings["metrics.listener"] = f"http://127.0.0.1:{ports[b.broker_id]}"
+        return ports
 
     @property
     def bootstrap(self) -> str:

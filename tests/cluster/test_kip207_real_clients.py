@@ -22,7 +22,6 @@ from pathlib import Path
 
 from cluster_harness import Cluster, OffsetAnswer, eventually
 
-from support.broker import free_port
 from support.metrics import scrape
 
 TOPIC = "kip207-clients"
@@ -87,9 +86,7 @@ def test_three_clients_retry_offset_not_available_to_the_new_epochs_start(
     tmp_path: Path,
 ) -> None:
     cluster = Cluster(tmp_path, f"sqlite://{tmp_path}/metastore.db", 3, SETTINGS)
-    ports = {b.broker_id: free_port() for b in cluster.brokers}
-    for b in cluster.brokers:
-        b.settings["metrics.listener"] = f"http://127.0.0.1:{ports[b.broker_id]}"
+    ports = cluster.serve_metrics()
     clients: list[ClientProcess] = []
     try:
         cluster.start()

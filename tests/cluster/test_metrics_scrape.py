@@ -11,7 +11,6 @@ from pathlib import Path
 
 from cluster_harness import Cluster, eventually
 
-from support.broker import free_port
 from support.metrics import Samples, scrape
 
 TOPIC = "scraped"
@@ -61,9 +60,7 @@ def test_metrics_move_as_a_produce_fetch_leader_kill_and_unclean_election_happen
     tmp_path: Path,
 ) -> None:
     cluster = Cluster(tmp_path, f"sqlite://{tmp_path}/metastore.db", 3, SETTINGS)
-    ports = {b.broker_id: free_port() for b in cluster.brokers}
-    for b in cluster.brokers:
-        b.settings["metrics.listener"] = f"http://127.0.0.1:{ports[b.broker_id]}"
+    ports = cluster.serve_metrics()
 
     def metrics(broker: int) -> Samples:
         return scrape(ports[broker])

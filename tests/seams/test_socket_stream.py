@@ -13,7 +13,7 @@ import pytest
 from kafka.protocol.metadata import MetadataRequest
 
 from epochlog.protocol.apis import decode_request_header
-from epochlog.seams import Connection
+from epochlog.seams import Connection, Server
 from epochlog.seams.real import SocketNetwork
 from epochlog.seams.socket_stream import DIRECT_READ_BYTES, READ_AHEAD_LIMIT
 
@@ -32,6 +32,15 @@ async def echo_frames(conn: Connection) -> None:
             await conn.drain()
     except (asyncio.IncompleteReadError, ConnectionError):
         conn.close()
+
+
+async def connected() -> tuple[Server, Connection, Connection]:
+    """A loopback server, a client connected to it, and the server's side of that."""
+    network = SocketNetwork()
+    accepted: asyncio.Queue[Connection] = asyncio.Queue()
+    server = await network.serve("127.0.0.1", 0, accepted.put)
+    client = await network.connect("127.0.0.1", server.port)
+    return server, client, await accepted.get()
 
 
 def test_frames_small_and_large_sent_back_to_back_arrive_whole() -> None:
@@ -57,11 +66,7 @@ def test_frames_small_and_large_sent_back_to_back_arrive_whole() -> None:
 
 def test_a_read_given_up_by_its_reader_leaves_its_bytes_for_the_next() -> None:
     async def scenario() -> None:
-        network = SocketNetwork()
-        accepted: asyncio.Queue[Connection] = asyncio.Queue()
-        server = await network.serve("127.0.0.1", 0, accepted.put)
-        client = await network.connect("127.0.0.1", server.port)
-        conn = await accepted.get()
+        server, client, conn = await connected()
         payload = os.urandom(2 * DIRECT_READ_BYTES)
         client.write(payload[:DIRECT_READ_BYTES + 10])
         await client.drain()
@@ -98,11 +103,7 @@ def test_a_peer_that_shuts_its_writing_side_still_gets_its_answers() -> None:
 
 def test_a_connection_lost_mid_frame_is_an_incomplete_read() -> None:
     async def scenario() -> None:
-        network = SocketNetwork()
-        accepted: asyncio.Queue[Connection] = asyncio.Queue()
-        server = await network.serve("127.0.0.1", 0, accepted.put)
-        client = await network.connect("127.0.0.1", server.port)
-        conn = await accepted.get()
+        server, client, conn = await connected()
         client.write(b"x" * 100)
         await client.drain()
         client.close()
