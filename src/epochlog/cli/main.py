@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from epochlog.broker.broker import Broker
 from epochlog.broker.config import BrokerConfig, parse_properties
+from epochlog.broker.process_memory import keep_large_buffers
 from epochlog.chaos.command import add_chaos_arguments
 from epochlog.cli import acl_commands, admin_commands, users
 from epochlog.cli.logs import configure_logging
@@ -94,6 +95,7 @@ def _cmd_broker(args: argparse.Namespace) -> int:
         print(f"epochlog broker: {exc}", file=sys.stderr)
         return 2
     configure_logging(args.log_level)
+    keep_large_buffers()
     with asyncio.Runner() as runner:
         try:
             runner.run(run_broker(config))

@@ -274,7 +274,8 @@ class TransactionCoordinator:
             while still_coordinator():
                 code = await self.state.write(rules.completed(meta, self.clock.time_ms()))
                 if code == ErrorCode.NONE:
-                    log.info(
+                    # One line per transaction: debug, as Kafka's coordinator logs it.
+                    log.debug(
                         "%r: producer %d epoch %d %s",
                         tid,
                         meta.producer_id,
