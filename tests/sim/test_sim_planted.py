@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from epochlog.client import group_commits
+from epochlog.metadata import model
 from epochlog.replication import fetcher, partition
 from epochlog.sim.run import SimOptions, SimResult, run_seed
 from epochlog.sim.shrink import broken
@@ -61,5 +62,20 @@ def test_a_follower_fetching_before_it_truncates_is_caught(
     result = first_failure(options, range(1, 201))  # seed 1 catches it
     assert broken(result) & {"WeakIsr", "StrongIsr"}, result.findings
     assert broken(result) <= {"WeakIsr", "StrongIsr", "lost-write", "inconsistent-offsets"}
+    monkeypatch.undo()
+    assert run_seed(result.seed, options).ok
+
+
+def test_an_offline_replica_admitted_to_the_isr_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Leader and controller let a replica the controller marked offline into the ISR,
+    and the controller reconciles the ISR only when its offline set changes: a broker
+    whose metastore session expired still fetches, catches up and is taken in while
+    listed offline. OfflineNeverJoinsIsr, judged on every metastore write, names it."""
+    monkeypatch.setattr(model, "_PLANTED_OFFLINE_JOINS_ISR", True)
+    options = SimOptions(duration=12.0, faults=("metastore",))
+    result = first_failure(options, range(1, 201))  # seed 2 catches it
+    assert broken(result) == {"OfflineNeverJoinsIsr"}, result.findings
     monkeypatch.undo()
     assert run_seed(result.seed, options).ok

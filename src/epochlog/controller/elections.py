@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Collection
 
+from epochlog.metadata import model
 from epochlog.metadata.model import PartitionState
 
 NO_LEADER = -1
@@ -100,6 +101,8 @@ def on_brokers_changed(
         ):
             return None
         return new
+    if model._PLANTED_OFFLINE_JOINS_ISR and offline == state.offline_replicas:
+        return None
     shrunk = [r for r in state.isr if r in live]
     if shrunk != state.isr or offline != state.offline_replicas:
         return _changed(state, isr=shrunk, offline_replicas=offline)

@@ -11,6 +11,10 @@ import uuid
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
+# Planted bug (c) of the simulator's tests (never set elsewhere): offline replicas may
+# join the ISR, and the controller reconciles the ISR only when its offline set changes.
+_PLANTED_OFFLINE_JOINS_ISR = False
+
 
 @dataclass
 class PartitionState:
@@ -36,6 +40,8 @@ class PartitionState:
         ``live`` brokers, one not among them) never joins the ISR, even if it fetches (a
         zombie cut from the metastore would count for min.insync.replicas without being
         electable). The leader asks before proposing, the controller before accepting."""
+        if _PLANTED_OFFLINE_JOINS_ISR:
+            return replica in self.replicas
         return (
             replica in self.replicas
             and replica not in self.offline_replicas
