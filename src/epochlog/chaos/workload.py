@@ -28,7 +28,13 @@ from epochlog.client.producer import AsyncProducer
 from epochlog.protocol.errors import KafkaError
 from epochlog.seams.real import real_seams
 from epochlog.sim import checkers
-from epochlog.sim.run import _acknowledged, _client_epochs, _list_offsets, _poll, _read_back
+from epochlog.sim.recording import (
+    ask_list_offsets,
+    client_epochs,
+    poll_into,
+    read_back,
+    record_ack,
+)
 
 TOPIC = "chaos"
 # How often the leader epochs the clients hold are sampled, in seconds.
@@ -86,11 +92,8 @@ class Workload:
 
     async def run(self, until: Callable[[], bool]) -> None:
         """Produce and consume until ``until()`` says the faults are over."""
-        watchers = [
-            asyncio.ensure_future(_list_offsets(self.seams.clock, self.admin, self.partitions,
-                                                self.history)),  # type: ignore[arg-type]
-            asyncio.ensure_future(self._sample_epochs()),
-        ]  # fmt: skip
+        lists = ask_list_offsets(self.seams.clock, self.admin, self.partitions, self.history)
+        watchers = [asyncio.ensure_future(lists), asyncio.ensure_future(self._sample_epochs())]
         started = time.monotonic()
         try:
             while not until():
@@ -102,7 +105,7 @@ class Workload:
                         break
                     self.sent += 1
                 self.producer.poll(0)
-                await _poll(self.consumer, self.history, 50)
+                await poll_into(self.consumer, self.history, 50)
         finally:
             for watcher in watchers:
                 watcher.cancel()
@@ -112,7 +115,7 @@ class Workload:
         value, key = checkers.value_of(i), b"k%d" % i
         if i % 2:
             future = await self.epochlog_producer.send(TOPIC, value, key=key)
-            future.add_done_callback(lambda f: _acknowledged(self.history, i, f))
+            future.add_done_callback(lambda f: record_ack(self.history, i, f))
             return
 
         def delivered(error: LibrdkafkaError | None, message: Message) -> None:
@@ -132,7 +135,7 @@ class Workload:
         held: dict[tuple[str, str], int] = {}
         while True:
             await asyncio.sleep(EPOCHS_EVERY_S)
-            for key, epoch in _client_epochs(clients):  # type: ignore[arg-type]
+            for key, epoch in client_epochs(clients):  # type: ignore[arg-type]
                 if held.get(key) != epoch:
                     held[key] = epoch
                     self.history.append(("client-epoch", *key, epoch))
@@ -163,8 +166,7 @@ class Workload:
 
     async def read_back(self) -> None:
         """The live consumer catches up, then every partition is read from 0 (final)."""
-        await _read_back(self.seams.clock, self.consumer, self.admin, self.partitions,
-                         self.history)  # type: ignore[arg-type]  # fmt: skip
+        await read_back(self.seams.clock, self.consumer, self.admin, self.partitions, self.history)
 
     async def close(self) -> None:
         with contextlib.suppress(TimeoutError):

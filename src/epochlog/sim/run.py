@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 
 from epochlog.client.admin import AsyncAdmin
 from epochlog.client.consumer import AsyncConsumer
-from epochlog.client.errors import ClientError, LogTruncationError
 from epochlog.client.producer import AsyncProducer
 from epochlog.metastore.memory import memory_store
 from epochlog.sim import checkers, groups, isr
@@ -25,13 +24,16 @@ from epochlog.sim.cluster import DATA_DIR, SimCluster
 from epochlog.sim.disk import SimDisk
 from epochlog.sim.faults import FAULT_KINDS, Fault, draw_schedule, inject
 from epochlog.sim.loop import SimClock, SimulationStalled, run_simulated
+from epochlog.sim.recording import (
+    LIST_OFFSETS_S,
+    ask_list_offsets,
+    client_epochs,
+    poll_into,
+    read_back,
+    record_ack,
+)
 
 TOPIC = "t"
-# A simulated run gives up reading back after this long: a lost record would otherwise
-# be waited for for ever (in virtual time); the checkers then say what is missing.
-READ_BACK_S = 120.0
-# How often the workload asks ListOffsets (KIP-207), in simulated seconds.
-LIST_OFFSETS_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -137,7 +139,7 @@ async def _run(
                     history,
                 )
             ),
-            asyncio.ensure_future(_list_offsets(clock, admin, partitions, history)),
+            asyncio.ensure_future(ask_list_offsets(clock, admin, partitions, history)),
         ]
         if "groups" in options.workload:
             member = AsyncConsumer(
@@ -154,12 +156,12 @@ async def _run(
             due = int((clock.monotonic() - start) * options.rate)
             for i in range(sent, max(sent, due)):
                 future = await producer.send(TOPIC, checkers.value_of(i), key=b"k%d" % i)
-                future.add_done_callback(lambda f, i=i: _acknowledged(history, i, f))
+                future.add_done_callback(lambda f, i=i: record_ack(history, i, f))
             sent = max(sent, due)
-            await _poll(consumer, history, 10)
+            await poll_into(consumer, history, 10)
         await faults
         await producer.flush(300)
-        await _read_back(clock, consumer, admin, partitions, history)
+        await read_back(clock, consumer, admin, partitions, history)
         for watcher in watchers:
             watcher.cancel()
         await asyncio.gather(*watchers, return_exceptions=True)
@@ -170,34 +172,6 @@ async def _run(
         await producer.close()
         await admin.close()
         await cluster.stop()
-
-
-def _acknowledged(history: list[checkers.Event], i: int, future: asyncio.Future) -> None:
-    if future.exception() is None:
-        meta = future.result()
-        history.append(("ack", i, meta.partition, meta.offset))
-    else:
-        history.append(("failed", i, type(future.exception()).__name__))
-
-
-async def _poll(
-    consumer: AsyncConsumer, history: list[checkers.Event], timeout_ms: int, kind: str = "read"
-) -> dict[int, int]:
-    """One poll into the history; a reported truncation moves to its divergence offset
-    (the start of the log when not known). Returns the next offset of each partition
-    that handed out records."""
-    reached = {}
-    try:
-        for r in await consumer.poll(timeout_ms):
-            history.append((kind, r.partition, r.offset, r.value))
-            reached[r.partition] = r.offset + 1
-    except LogTruncationError as truncated:
-        for tp, divergence in sorted(truncated.divergence.items()):
-            history.append(("truncated", tp.partition, divergence))
-            consumer.seek(tp, divergence if divergence is not None else 0)
-    except ClientError as exc:
-        history.append(("error", kind, type(exc).__name__))
-    return reached
 
 
 async def _observe(
@@ -224,7 +198,7 @@ async def _observe(
     try:
         while True:
             await clock.sleep(every_s)
-            for key, epoch in _client_epochs(clients):
+            for key, epoch in client_epochs(clients):
                 if held.get(key) != epoch:
                     held[key] = epoch
                     history.append(("client-epoch", *key, epoch))
@@ -234,62 +208,3 @@ async def _observe(
                     report(name, problem)
     finally:
         store.write_observers.remove(watch)
-
-
-def _client_epochs(
-    clients: dict[str, AsyncProducer | AsyncConsumer | AsyncAdmin],
-) -> list[tuple[tuple[str, str], int]]:
-    """((client, topic-partition), leader epoch) of the metadata each client acts on."""
-    held = []
-    for name, client in clients.items():
-        cache = client._cluster.cache  # what it routes requests by: read, never changed
-        for topic, meta in sorted(cache.topics.items()):
-            for index, part in sorted(meta.partitions.items()):
-                held.append(((name, f"{topic}-{index}"), part.leader_epoch))
-    return held
-
-
-async def _list_offsets(
-    clock: SimClock,
-    admin: AsyncAdmin,
-    partitions: list[tuple[str, int]],
-    history: list[checkers.Event],
-) -> None:
-    """Ask every partition's earliest and latest offsets now and then, as a client
-    would (KIP-207's ListOffsets)."""
-    while True:
-        await clock.sleep(LIST_OFFSETS_S)
-        for spec, kind in ((-2, "earliest"), (-1, "latest")):
-            try:
-                answers = await admin.list_offsets({tp: spec for tp in partitions})
-            except ClientError as exc:
-                history.append(("error", "list-offsets", type(exc).__name__))
-                continue
-            for tp, answer in sorted(answers.items()):
-                if answer is not None:
-                    history.append(("offsets", kind, tp.partition, answer.offset))
-
-
-async def _read_back(
-    clock: SimClock,
-    consumer: AsyncConsumer,
-    admin: AsyncAdmin,
-    partitions: list[tuple[str, int]],
-    history: list[checkers.Event],
-) -> None:
-    """Let the live consumer catch up, then read every partition from offset 0."""
-    ends = {}
-    for tp, answer in (await admin.list_offsets({tp: -1 for tp in partitions})).items():
-        ends[tp.partition] = answer.offset if answer is not None else 0
-    give_up = clock.monotonic() + READ_BACK_S
-    for kind in ("read", "final"):
-        reached = {tp[1]: _next_offset(consumer, tp) for tp in partitions}
-        while clock.monotonic() < give_up and any(reached.get(p, 0) < e for p, e in ends.items()):
-            reached.update(await _poll(consumer, history, 200, kind))
-        for tp in partitions:
-            consumer.seek(tp, 0)
-
-
-def _next_offset(consumer: AsyncConsumer, tp: tuple[str, int]) -> int:
-    position = consumer.position(tp)
-    return 0 if position is None else position.offset
