@@ -95,3 +95,37 @@ def test_every_broker_follows_the_cluster_wide_default_and_keeps_it(
         # (Until each leads its partition again, a produce may meet a leader change.)
         eventually(lambda: _produce(cluster, 2) == "MSG_SIZE_TOO_LARGE", BOUND_S, "p2 refused")
         eventually(lambda: _produce(cluster, 0) is None, BOUND_S, "p0 stored")
+
+
+def test_turning_on_unclean_election_cluster_wide_elects_the_out_of_sync_replica(
+    tmp_path: Path, metastore_uri: str
+) -> None:
+    with running_cluster(tmp_path, metastore_uri) as cluster:
+        cluster.create_topic("stranded", assignment=[[0, 1]])
+        # Broker 1 falls out of the ISR; then the only in-sync replica dies.
+        cluster.pause(1)
+        eventually(
+            lambda: cluster.metadata("stranded", via=0)["partitions"][0].isr == [0],
+            BOUND_S,
+            "the paused replica to leave the ISR",
+        )
+        cluster.kill(0)
+        cluster.resume(1)
+        # On ZooKeeper the killed broker's session must expire first.
+        eventually(
+            lambda: cluster.metadata("stranded", via=2)["partitions"][0].leader == -1,
+            BOUND_S * 2,
+            "the partition to be left without a leader (unclean election is off)",
+        )
+        assert cluster.metadata("stranded", via=2)["partitions"][0].isr == [0]
+
+        answer = alter_broker_configs(
+            cluster.brokers[2].port, "", {"unclean.leader.election.enable": (SET, "true")}
+        )
+        assert answer.error_code == 0, answer
+        # The controller follows the default and decides again, as Kafka's does.
+        eventually(
+            lambda: cluster.metadata("stranded", via=2)["partitions"][0].leader == 1,
+            BOUND_S,
+            "broker 1 to be elected uncleanly",
+        )
