@@ -142,6 +142,14 @@ def test_per_broker_and_cluster_wide_settings_are_described_honoured_and_kept(
     assert refused.error_code == ck.KafkaError.INVALID_REQUEST
     assert describe_broker_configs(broker.port, "")["min.insync.replicas"][0] == "2"
 
+    # Another broker's id, or no id: Kafka's INVALID_REQUEST, nothing written.
+    for name in ("7", "leader"):
+        answer = alter_broker_configs(broker.port, name, {"log.retention.ms": (SET, "1")})
+        assert answer.error_code == ck.KafkaError.INVALID_REQUEST, answer
+    unknown = alter_broker_configs(broker.port, "0", {"no.such.setting": (SET, "1")})
+    assert unknown.error_code == ck.KafkaError.INVALID_CONFIG
+    assert describe_broker_configs(broker.port, "0")["log.retention.ms"][0] == "3600000"
+
     # Kept across a restart.
     broker.stop()
     broker.restart()
