@@ -197,3 +197,14 @@ def test_kafka_python_alters_and_describes_broker_settings(module_broker: Broker
         assert "InvalidRequest" in refused["broker"]["0"]
     finally:
         kp.close()
+
+    # The legacy AlterConfigs replaces the level's whole set: what it leaves out goes.
+    admin = AdminClient({"bootstrap.servers": module_broker.bootstrap})
+    legacy = ConfigResource(BROKER, "0", set_config={"log.roll.ms": "600000"})
+    admin.alter_configs([legacy])[legacy].result(BOUND_S)
+    described = _describe(admin, BROKER, "0")
+    assert (described["log.roll.ms"].value, ConfigSource(described["log.roll.ms"].source)) == (
+        "600000",
+        ConfigSource.DYNAMIC_BROKER_CONFIG,
+    )
+    assert ConfigSource(described["log.segment.bytes"].source) == ConfigSource.DEFAULT_CONFIG
