@@ -24,6 +24,7 @@ from epochlog.protocol.records import build_batch
 from epochlog.seams.real import RealClock, SocketNetwork
 from support.broker import BrokerProcess, epochlog_command, free_port, wait_until
 from support.requests import produce_request as raw_produce_request
+from support.requests import send_request
 
 # Short timeouts so that failures are noticed within seconds in tests.
 FAST_FAILURE_SETTINGS = {
@@ -323,20 +324,6 @@ class OffsetAnswer:
     error: int
     offset: int
     leader_epoch: int
-
-
-# A bound on one request to one broker: a hang guard, never a judgement of speed.
-REQUEST_BOUND_S = 30.0
-
-
-async def send_request(port: int, request: Any, version: int) -> Any:
-    conn = await asyncio.wait_for(
-        BrokerConnection.open(SocketNetwork(), "127.0.0.1", port), REQUEST_BOUND_S
-    )
-    try:
-        return await asyncio.wait_for(conn.send(request, version), REQUEST_BOUND_S)
-    finally:
-        await conn.close()
 
 
 class BackgroundRequest:

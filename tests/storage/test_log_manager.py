@@ -98,3 +98,18 @@ def test_malformed_checkpoint_means_full_recovery_not_a_crash(disk, clock, tmp_p
         f.write("7\nnonsense")
     m2 = manager(disk, clock, tmp_path)
     assert m2.get_log("t", 0).log_end_offset == 2
+
+
+def test_dynamic_broker_settings_reach_every_log_and_the_cleaner(disk, clock, tmp_path):
+    m = manager(disk, clock, tmp_path)
+    plain = m.create_log("plain", 0)
+    own = m.create_log("own", 0, LogConfig(retention_ms=5))
+    defaults = LogConfig(retention_ms=60_000, max_message_bytes=2000)
+    configs = {"plain": defaults, "own": defaults.with_overrides({"retention.ms": "5"})}
+    settings = LogManagerSettings(cleaner_dedupe_buffer_size=24 * 10, cleaner_backoff_ms=7)
+    m.reconfigure(defaults, settings, configs.__getitem__)
+    # A topic without its own setting takes the new default; one with keeps its own.
+    assert (plain.config.retention_ms, plain.config.max_message_bytes) == (60_000, 2000)
+    assert (own.config.retention_ms, own.config.max_message_bytes) == (5, 2000)
+    assert m.default_config == defaults and m.create_log("later", 0).config == defaults
+    assert m.cleaner.max_keys == 10 and m.settings.cleaner_backoff_ms == 7

@@ -2,9 +2,28 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+from kafka.protocol.admin import DescribeConfigsRequest, IncrementalAlterConfigsRequest
 from kafka.protocol.producer import ProduceRequest
+
+from epochlog.client.connection import BrokerConnection
+from epochlog.seams.real import SocketNetwork
+
+# A bound on one request to one broker: a hang guard, never a judgement of speed.
+REQUEST_BOUND_S = 30.0
+BROKER_RESOURCE = 4
+
+
+async def send_request(port: int, request: Any, version: int) -> Any:
+    conn = await asyncio.wait_for(
+        BrokerConnection.open(SocketNetwork(), "127.0.0.1", port), REQUEST_BOUND_S
+    )
+    try:
+        return await asyncio.wait_for(conn.send(request, version), REQUEST_BOUND_S)
+    finally:
+        await conn.close()
 
 
 def produce_request(
@@ -26,3 +45,40 @@ def produce_request(
             )
         ],
     )
+
+
+def alter_broker_configs(port: int, name: str, changes: dict[str, tuple[int, str | None]]) -> Any:
+    """IncrementalAlterConfigs v1 of one broker resource (``name``: a broker id, or
+    empty for the cluster-wide default, which kafka-configs.sh --entity-default sends
+    and neither librdkafka nor kafka-python can name): its one result."""
+    Resource = IncrementalAlterConfigsRequest.AlterConfigsResource
+    request = IncrementalAlterConfigsRequest(
+        resources=[
+            Resource(
+                resource_type=BROKER_RESOURCE,
+                resource_name=name,
+                configs=[
+                    Resource.AlterableConfig(name=n, config_operation=op, value=v)
+                    for n, (op, v) in changes.items()
+                ],
+            )
+        ],
+        validate_only=False,
+    )
+    return asyncio.run(send_request(port, request, 1)).responses[0]
+
+
+def describe_broker_configs(port: int, name: str) -> dict[str, tuple[str | None, int]]:
+    """DescribeConfigs v4 of one broker resource: (value, source) by setting."""
+    request = DescribeConfigsRequest(
+        resources=[
+            DescribeConfigsRequest.DescribeConfigsResource(
+                resource_type=BROKER_RESOURCE, resource_name=name, configuration_keys=None
+            )
+        ],
+        include_synonyms=False,
+        include_documentation=False,
+    )
+    [result] = asyncio.run(send_request(port, request, 4)).results
+    assert result.error_code == 0, result
+    return {c.name: (c.value, c.config_source) for c in result.configs}

@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from epochlog.broker.cluster_link import ClusterLink
 from epochlog.broker.config import BrokerConfig
+from epochlog.broker.dynamic_configs import DynamicBrokerConfigs
 from epochlog.broker.fetch_sessions import FetchSessionCache
 from epochlog.broker.handlers import HANDLERS
 from epochlog.broker.metadata_cache import MetadataCache
@@ -37,6 +38,7 @@ from epochlog.security.sasl_client import SaslClientNetwork
 from epochlog.security.sasl_listeners import inter_broker_credentials, sasl_servers
 from epochlog.security.scram_credentials import ScramUsers
 from epochlog.security.tls import inter_broker_tls, listener_tls
+from epochlog.settings.registry import Settings
 from epochlog.storage.config import LogConfig, topic_defaults_from_broker
 from epochlog.storage.log_manager import LogManager, LogManagerSettings
 from epochlog.txn.coordinator import TransactionCoordinator
@@ -102,6 +104,11 @@ class Broker:
         if credentials is not None:
             peer_network = SaslClientNetwork(peer_network, credentials, seams.clock)
         peer_seams = dataclasses.replace(seams, network=peer_network)
+        # The settings in force: the file's, with the dynamic ones over them once the
+        # metastore is open.
+        self.dynamic_configs = DynamicBrokerConfigs(
+            self.broker_id, config.settings, self._reconfigure
+        )
         self.log_defaults = topic_defaults_from_broker(config.settings)
         self.log_manager = LogManager(
             seams.disk,
@@ -248,6 +255,21 @@ class Broker:
     def topic_log_config(self, configs: dict[str, str]) -> LogConfig:
         return self.log_defaults.with_overrides(configs)
 
+    def _reconfigure(self, settings: Settings) -> None:
+        """Dynamic broker settings changed: topic defaults, the log manager's settings
+        and the controller's follow them, without a restart."""
+        self.log_defaults = topic_defaults_from_broker(settings)
+
+        def topic_config(name: str) -> LogConfig:
+            topic = self.metadata_cache.topic(name)
+            return self.topic_log_config(topic.configs if topic else {})
+
+        self.log_manager.reconfigure(
+            self.log_defaults, LogManagerSettings.from_settings(settings), topic_config
+        )
+        if self.controller is not None:
+            self.controller.reconfigure(ControllerSettings.from_settings(settings))
+
     def _apply_topic(self, topic: TopicMetadata) -> None:
         self.replica_manager.apply_topic(topic, self.topic_log_config(topic.configs))
         if topic.name == OFFSETS_TOPIC:
@@ -288,6 +310,8 @@ class Broker:
         )
         if self._sasl:
             await self.scram_users.follow(self.store)
+        # Before any log is opened, so that every one opens with the defaults in force.
+        await self.dynamic_configs.follow(self.store)
         stored = await self.cluster.load_topics()
         if self.authorizer is not None:
             # Every ACL is in force before the first request is served.
@@ -333,7 +357,7 @@ class Broker:
             self.store,
             self.broker_id,
             self.seams.clock,
-            ControllerSettings.from_settings(self.config.settings),
+            ControllerSettings.from_settings(self.dynamic_configs.settings),
         )
         await self.controller.start()
         if not await self.cluster.wait_until_taken_in(self.store.session_timeout_ms / 1000):

@@ -141,6 +141,13 @@ class Controller:
     def _poke(self, _event: object = None) -> None:
         self._wake.set()
 
+    def reconfigure(self, settings: ControllerSettings) -> None:
+        """Dynamic broker settings changed: decide again with them (a partition left
+        without a leader is elected uncleanly once unclean.leader.election.enable is
+        turned on, as Kafka's controller does on that change)."""
+        self.settings = settings
+        self._poke()
+
     async def watch_topic(self, name: str) -> None:
         self._watches.append(await self.store.watch_data(layout.topic_path(name), self._poke))
 

@@ -21,6 +21,11 @@ The tree follows Kafka's ZooKeeper layout where Kafka has one:
     /latest_producer_id_block          the last producer id handed out
     /kafka-acl, /kafka-acl-extended    ACLs, one node per resource pattern (their layout
                                        and encoding: epochlog.security.acl_store)
+    /config/users/<user>               a user's SCRAM credentials
+    /config/brokers/<id>               dynamic settings of broker <id>, and in
+    /config/brokers/<default>          the cluster-wide default ones, each
+                                       {"version":1,"config":{...}} as in Kafka
+                                       (epochlog.broker.dynamic_configs)
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ ISR_CHANGE = "/isr_change"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 # Per-user configuration: SCRAM credentials (security/scram_credentials.py).
 CONFIG_USERS = "/config/users"
+# Dynamic broker settings, per broker id and the cluster-wide default.
+CONFIG_BROKERS = "/config/brokers"
 
 PERSISTENT_PATHS = (
     BROKER_IDS,

@@ -10,7 +10,12 @@ from __future__ import annotations
 
 from epochlog.protocol.apis import ApiKey
 from epochlog.protocol.errors import ErrorCode
-from epochlog.security.acls import CLUSTER_NAME, AclOperation, ResourceType
+from epochlog.security.acls import (
+    CLUSTER_NAME,
+    SUPPORTED_OPERATIONS,
+    AclOperation,
+    ResourceType,
+)
 from epochlog.security.authorizer import Authorizer
 from epochlog.security.session import Session
 
@@ -144,3 +149,24 @@ def refusal(
     if allowed(authorizer, session, api, check, name):
         return ErrorCode.NONE
     return REFUSAL[RULES[api][check][0]]
+
+
+def authorized_operations(
+    authorizer: Authorizer | None,
+    session: Session,
+    resource_type: ResourceType,
+    name: str = CLUSTER_NAME,
+) -> set[int]:
+    """What the session's principal may do to one resource, as the codes of the
+    "authorized operations" bitfield (Kafka's AuthHelper.authorizedOperations): every
+    operation an ACL on that resource type may name when there is no authorizer, else
+    those the ACLs allow."""
+    operations = SUPPORTED_OPERATIONS[resource_type]
+    if authorizer is not None:
+        host = _host(session)
+        operations = frozenset(
+            op
+            for op in operations
+            if authorizer.authorize(session.principal, host, op, resource_type, name)
+        )
+    return {int(op) for op in operations}

@@ -4,7 +4,7 @@ that it cannot drift from what the code accepts."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from epochlog.settings.registry import Registry, Setting
 
@@ -22,8 +22,12 @@ def _default(setting: Setting) -> str:
     return f"`{value}`" if value else '`""`'
 
 
-def render(registries: Sequence[Registry]) -> str:
-    """Markdown: one table per registry (and per section within it)."""
+def render(
+    registries: Sequence[Registry], dynamic: Mapping[str, frozenset[str]] | None = None
+) -> str:
+    """Markdown: one table per registry (and per section within it); ``dynamic``: by
+    registry title, the settings that may change while brokers run."""
+    dynamic = dynamic or {}
     lines = [
         "# Settings reference",
         "",
@@ -32,15 +36,20 @@ def render(registries: Sequence[Registry]) -> str:
         "A bad value is refused everywhere with `<name>: <problem>`, and so is an unknown",
         "topic or client setting; a broker warns of each unknown setting at startup",
         "(naming it, as Kafka does) and goes on without it.",
+        "Broker settings marked *Dynamic* may also change while the brokers run, for one",
+        "broker or cluster-wide (IncrementalAlterConfigs on a BROKER resource, as Kafka's",
+        "dynamic broker configs), and are honoured at once.",
     ]
     for registry in registries:
         lines += ["", f"## {registry.title}"]
+        live = dynamic.get(registry.title, frozenset())
         for section, settings in itertools.groupby(registry, key=lambda s: s.section):
             if section and section != registry.title:
                 lines += ["", f"### {section}"]
             lines += ["", "| Name | Accepts | Default | What it does |", "|---|---|---|---|"]
             lines += [
-                f"| `{s.name}` | {_cell(s.kind.accepts)} | {_cell(_default(s))} | {_cell(s.doc)} |"
+                f"| `{s.name}` | {_cell(s.kind.accepts)} | {_cell(_default(s))} | "
+                f"{_cell(s.doc)}{' *Dynamic.*' if s.name in live else ''} |"
                 for s in settings
             ]
     return "\n".join(lines) + "\n"

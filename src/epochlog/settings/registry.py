@@ -238,6 +238,10 @@ class Settings(Mapping[str, Any]):
         """The value as Kafka writes it (DescribeConfigs, generated docs)."""
         return self.registry[name].kind.render(self[name])
 
+    def overlaid(self, values: Mapping[str, Any]) -> Settings:
+        """These settings with ``values`` (already parsed) over them, counted as given."""
+        return Settings(self.registry, {**self._values, **values}, self.given | set(values))
+
 
 T = TypeVar("T")
 

@@ -154,9 +154,13 @@ class LogCleaner:
     ) -> None:
         self.disk = disk
         self.clock = clock
-        self.max_keys = max(dedupe_buffer_bytes // _BYTES_PER_MAP_ENTRY, 1)
+        self.resize(dedupe_buffer_bytes)
         self.file_delete_delay_ms = file_delete_delay_ms
         self._retired: list[tuple[int, list[LogSegment]]] = []
+
+    def resize(self, dedupe_buffer_bytes: int) -> None:
+        """``log.cleaner.dedupe.buffer.size``: how many keys one pass may map."""
+        self.max_keys = max(dedupe_buffer_bytes // _BYTES_PER_MAP_ENTRY, 1)
 
     # -- planning ----------------------------------------------------------------------
 

@@ -297,21 +297,40 @@ class LogManager:
             offsets = {tp: value(self._logs[tp]) for tp, d in self._dir_of.items() if d == log_dir}
             OffsetCheckpointFile(self.disk, f"{log_dir}/{name}").write(offsets)
 
+    def reconfigure(
+        self,
+        default_config: LogConfig,
+        settings: LogManagerSettings,
+        topic_config: Callable[[str], LogConfig],
+    ) -> None:
+        """Dynamic broker settings changed: every log takes its topic's settings over
+        the new defaults, and the cleaner and producer expiry their new settings from
+        their next run on."""
+        self.default_config = default_config
+        self.settings = settings
+        self.cleaner.resize(settings.cleaner_dedupe_buffer_size)
+        for (topic, _), log in self._logs.items():
+            log.config = topic_config(topic)
+
     async def run_background(self, stop_event: asyncio.Event) -> None:
         """Run the periodic tasks until ``stop_event`` is set, sleeping on the Clock."""
         s = self.settings
-        tasks: list[tuple[int, Callable[[int], object]]] = [
-            (s.flush_scheduler_interval_ms, self.flush_due_logs),
-            (s.retention_check_interval_ms, self.enforce_retention),
-            (s.flush_offset_checkpoint_interval_ms, lambda _: self.checkpoint_recovery_points()),
+        tasks: list[tuple[Callable[[], int], Callable[[int], object]]] = [
+            (lambda: s.flush_scheduler_interval_ms, self.flush_due_logs),
+            (lambda: s.retention_check_interval_ms, self.enforce_retention),
             (
-                s.flush_start_offset_checkpoint_interval_ms,
+                lambda: s.flush_offset_checkpoint_interval_ms,
+                lambda _: self.checkpoint_recovery_points(),
+            ),
+            (
+                lambda: s.flush_start_offset_checkpoint_interval_ms,
                 lambda _: self.checkpoint_log_start_offsets(),
             ),
-            (s.producer_id_expiration_check_interval_ms, self.expire_producers),
+            (lambda: s.producer_id_expiration_check_interval_ms, self.expire_producers),
         ]
         if s.cleaner_enable:
-            tasks.append((s.cleaner_backoff_ms, self.clean_logs))
+            # log.cleaner.backoff.ms is dynamic: read at each run.
+            tasks.append((lambda: self.settings.cleaner_backoff_ms, self.clean_logs))
         scrubbing = None
         if s.scrub_interval_ms > 0:
             scrubbing = asyncio.get_running_loop().create_task(self.scrubber.run(stop_event))
@@ -322,10 +341,12 @@ class LogManager:
                 scrubbing.cancel()
 
     async def _run_tasks(
-        self, tasks: list[tuple[int, Callable[[int], object]]], stop_event: asyncio.Event
+        self,
+        tasks: list[tuple[Callable[[], int], Callable[[int], object]]],
+        stop_event: asyncio.Event,
     ) -> None:
         start = self.clock.time_ms()
-        due = [start + interval for interval, _ in tasks]
+        due = [start + interval() for interval, _ in tasks]
         while not stop_event.is_set():
             now = self.clock.time_ms()
             for i, (interval, task) in enumerate(tasks):
@@ -334,6 +355,6 @@ class LogManager:
                         task(now)
                     except Exception:
                         logger.exception("log manager background task failed")
-                    due[i] = now + interval
+                    due[i] = now + interval()
             wait_ms = max(min(due) - self.clock.time_ms(), 1)
             await self.clock.sleep(min(wait_ms / 1000, _MAX_TICK_S))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from epochlog.client.config import ADMIN, CONSUMER, PRODUCER
 from epochlog.settings.broker import BROKER
+from epochlog.settings.dynamic import DYNAMIC
 from epochlog.settings.reference import render
 from epochlog.settings.topic import TOPIC
 
@@ -11,4 +12,4 @@ REGISTRIES = (BROKER, TOPIC, PRODUCER, CONSUMER, ADMIN)
 
 
 def reference() -> str:
-    return render(REGISTRIES)
+    return render(REGISTRIES, {BROKER.title: DYNAMIC})

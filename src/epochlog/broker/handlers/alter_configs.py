@@ -9,7 +9,7 @@ from typing import Any
 from kafka.protocol.admin import AlterConfigsResponse
 
 from epochlog.broker.handlers.context import HandlerContext
-from epochlog.broker.topic_configs import alter_topic_configs, config_refusal, refused_answer
+from epochlog.broker.topic_configs import alter_configs, config_refusal, refused_answer
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.security.session import Session
 
@@ -26,7 +26,7 @@ async def _alter(
     refused = config_refusal(broker, session, ApiKey.ALTER_CONFIGS, resource)
     if refused is not None:
         return refused_answer(answer, refused)
-    return await alter_topic_configs(broker, resource, lambda _: given, validate_only, answer)
+    return await alter_configs(broker, resource, lambda _: given, validate_only, answer)
 
 
 async def handle(

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from epochlog.broker.cluster_link import ClusterLink
     from epochlog.broker.config import BrokerConfig
+    from epochlog.broker.dynamic_configs import DynamicBrokerConfigs
     from epochlog.broker.fetch_sessions import FetchSessionCache
     from epochlog.broker.metadata_cache import MetadataCache
     from epochlog.coordinator.coordinator import GroupCoordinator
@@ -35,6 +36,8 @@ class ServedApis(Protocol):
 class HandlerContext(Protocol):
     broker_id: int
     config: BrokerConfig
+    # The settings in force: ``config``'s with the dynamic ones over them.
+    dynamic_configs: DynamicBrokerConfigs
     seams: Seams
     endpoint: BrokerEndpoint | None
     metadata_cache: MetadataCache

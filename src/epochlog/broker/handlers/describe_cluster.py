@@ -1,5 +1,6 @@
 """DescribeCluster (KIP-700): the cluster ID, the controller and every broker as reached
-on the request's listener, without the topic metadata a Metadata request carries."""
+on the request's listener, without the topic metadata a Metadata request carries; and
+when asked, what the principal may do to the cluster (its authorized operations)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from epochlog.broker.handlers.context import HandlerContext
 from epochlog.broker.responses import endpoints_on_listener
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
-from epochlog.security.api_rules import refusal
+from epochlog.security.acls import ResourceType
+from epochlog.security.api_rules import authorized_operations, refusal
 from epochlog.security.session import Session
 
 API = api(ApiKey.DESCRIBE_CLUSTER, 0, 1)
@@ -44,6 +46,11 @@ async def handle(
             brokers=[],
         )
     cache = broker.metadata_cache
+    operations = (
+        authorized_operations(broker.authorizer, session, ResourceType.CLUSTER)
+        if request.include_cluster_authorized_operations
+        else None
+    )
     return DescribeClusterResponse(
         throttle_time_ms=0,
         error_code=ErrorCode.NONE,
@@ -59,4 +66,5 @@ async def handle(
                 endpoints_on_listener(broker, session.listener), key=lambda b: b.node_id
             )
         ],
+        authorized_operations=operations,
     )

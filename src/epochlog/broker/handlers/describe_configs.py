@@ -1,5 +1,7 @@
-"""DescribeConfigs: a topic's effective settings or a broker's, each with where its
-value comes from, its type and documentation (v3+), from the settings registries."""
+"""DescribeConfigs: a topic's effective settings, a broker's in force or the
+cluster-wide default's, each with where its value comes from (a topic's own, a
+broker's dynamic ones, the cluster-wide default, the broker's file, the default), its
+type and documentation (v3+), from the settings registries."""
 
 from __future__ import annotations
 
@@ -7,19 +9,13 @@ from typing import Any
 
 from kafka.protocol.admin import DescribeConfigsResponse
 
+from epochlog.broker.broker_configs import Described, describe_broker_configs
 from epochlog.broker.handlers.context import HandlerContext
-from epochlog.broker.topic_configs import (
-    DEFAULT_CONFIG,
-    STATIC_BROKER_CONFIG,
-    Described,
-    describe_topic_configs,
-    setting_text,
-)
+from epochlog.broker.topic_configs import describe_topic_configs
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
-from epochlog.protocol.errors import ErrorCode
+from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.security.api_rules import refusal
 from epochlog.security.session import Session
-from epochlog.settings.broker import BROKER as BROKER_SETTINGS
 
 API = api(ApiKey.DESCRIBE_CONFIGS, 1, 4)
 
@@ -30,20 +26,6 @@ BROKER_RESOURCE = 4
 def _topic_configs(broker: HandlerContext, name: str) -> list[Described] | None:
     topic = broker.metadata_cache.topic(name)
     return None if topic is None else describe_topic_configs(broker, topic.configs)
-
-
-def _broker_configs(broker: HandlerContext, name: str) -> list[Described] | None:
-    if name not in ("", str(broker.broker_id)):
-        return None
-    server = broker.config.settings
-    described = []
-    for setting in BROKER_SETTINGS:
-        default = setting_text(setting, BROKER_SETTINGS.default(setting.name))
-        chain = [(setting.name, default, DEFAULT_CONFIG)]
-        if setting.name in server.given:
-            chain.insert(0, (setting.name, server.text(setting.name), STATIC_BROKER_CONFIG))
-        described.append(Described(setting, chain[0][1], chain, read_only=True))
-    return described
 
 
 async def handle(
@@ -62,8 +44,11 @@ async def handle(
             configs = _topic_configs(broker, resource.resource_name)
             missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         elif resource.resource_type == BROKER_RESOURCE:
-            configs = _broker_configs(broker, resource.resource_name)
             missing = ErrorCode.INVALID_REQUEST
+            try:
+                configs = describe_broker_configs(broker, resource.resource_name)
+            except KafkaError as exc:
+                configs, missing = None, exc.code
         else:
             configs, missing = None, ErrorCode.INVALID_REQUEST
         keys = resource.configuration_keys

@@ -1,6 +1,7 @@
 """IncrementalAlterConfigs: change a topic's settings (e.g. enable unclean leader
-election) without restating the others, SET and DELETE on any setting, APPEND and
-SUBTRACT on list ones (``cleanup.policy``); the controller and every broker follow."""
+election), or a broker's dynamic ones (its own or the cluster-wide default), without
+restating the others, SET and DELETE on any setting, APPEND and SUBTRACT on list ones
+(``cleanup.policy``, ``log.cleanup.policy``); the controller and every broker follow."""
 
 from __future__ import annotations
 
@@ -9,30 +10,32 @@ from typing import Any
 from kafka.protocol.admin import IncrementalAlterConfigsResponse
 
 from epochlog.broker.handlers.context import HandlerContext
-from epochlog.broker.topic_configs import alter_topic_configs, config_refusal, refused_answer
+from epochlog.broker.topic_configs import alter_configs, config_refusal, refused_answer
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.security.session import Session
-from epochlog.settings.registry import ConfigType
+from epochlog.settings.broker import BROKER
+from epochlog.settings.registry import ConfigType, Registry
 from epochlog.settings.topic import TOPIC
 
 API = api(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1)
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+TOPIC_RESOURCE = 2
 
 
-def _list_change(configs: dict[str, str], change: Any) -> str:
-    """APPEND or SUBTRACT on a list setting, from the topic's value or else the topic
+def _list_change(configs: dict[str, str], change: Any, registry: Registry) -> str:
+    """APPEND or SUBTRACT on a list setting, from the resource's value or else the
     setting's own default (as Kafka's ConfigAdminManager does)."""
     name = change.name
-    if name not in TOPIC:
+    if name not in registry:
         raise KafkaError(ErrorCode.INVALID_CONFIG, f"{name}: unknown setting")
-    setting = TOPIC[name]
+    setting = registry[name]
     if setting.kind.config_type != ConfigType.LIST:
         raise KafkaError(
             ErrorCode.INVALID_CONFIG, f"{name}: APPEND and SUBTRACT apply to list settings only"
         )
-    current = configs.get(name, setting.kind.render(TOPIC.default(name)))
+    current = configs.get(name, setting.kind.render(registry.default(name)))
     values = [v.strip() for v in current.split(",") if v.strip()]
     given = [v.strip() for v in (change.value or "").split(",") if v.strip()]
     if change.config_operation == APPEND:
@@ -42,7 +45,7 @@ def _list_change(configs: dict[str, str], change: Any) -> str:
     return ",".join(values)
 
 
-def _apply(current: dict[str, str], changes: Any) -> dict[str, str]:
+def _apply(current: dict[str, str], changes: Any, registry: Registry) -> dict[str, str]:
     configs = dict(current)
     for change in changes:
         if change.config_operation == SET:
@@ -50,7 +53,7 @@ def _apply(current: dict[str, str], changes: Any) -> dict[str, str]:
         elif change.config_operation == DELETE:
             configs.pop(change.name, None)
         elif change.config_operation in (APPEND, SUBTRACT):
-            configs[change.name] = _list_change(configs, change)
+            configs[change.name] = _list_change(configs, change, registry)
         else:
             raise KafkaError(
                 ErrorCode.INVALID_CONFIG, f"{change.name}: operation {change.config_operation}"
@@ -67,8 +70,9 @@ async def _alter(
     refused = config_refusal(broker, session, ApiKey.INCREMENTAL_ALTER_CONFIGS, resource)
     if refused is not None:
         return refused_answer(answer, refused)
-    return await alter_topic_configs(
-        broker, resource, lambda current: _apply(current, resource.configs or []),
+    registry = TOPIC if resource.resource_type == TOPIC_RESOURCE else BROKER
+    return await alter_configs(
+        broker, resource, lambda current: _apply(current, resource.configs or [], registry),
         validate_only, answer,
     )  # fmt: skip
 

@@ -1,7 +1,8 @@
 """Metadata: brokers, topics, and per partition the leader and its epoch (KIP-320
 from v7) and the topic ID (KIP-232's identity of a re-created topic, from v10). A
 topic the principal may not DESCRIBE is left out of "every topic" and refused when
-named; auto-creation needs CREATE on the cluster or the topic."""
+named; auto-creation needs CREATE on the cluster or the topic. From v8, when asked, each
+topic's authorized operations (and the cluster's, in v8 to v10)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from epochlog.broker.responses import endpoints_on_listener
 from epochlog.metadata.model import TopicMetadata
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.errors import ErrorCode
-from epochlog.security.acls import CLUSTER_NAME
-from epochlog.security.api_rules import allowed
+from epochlog.security.acls import CLUSTER_NAME, ResourceType
+from epochlog.security.api_rules import allowed, authorized_operations
 from epochlog.security.session import Session
 
 API = api(ApiKey.METADATA, 0, 12)
@@ -24,7 +25,7 @@ API = api(ApiKey.METADATA, 0, 12)
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def _topic_entry(topic: TopicMetadata, version: int, live: set[int]) -> Any:
+def _topic_entry(topic: TopicMetadata, live: set[int], operations: set[int] | None) -> Any:
     # As Kafka: a leader that is not a live broker (its registration is gone, the new
     # state not decided yet) is no leader; clients would find no endpoint for it.
     partitions = [
@@ -45,7 +46,7 @@ def _topic_entry(topic: TopicMetadata, version: int, live: set[int]) -> Any:
         topic_id=topic.topic_id,
         is_internal=topic.is_internal,
         partitions=partitions,
-        authorized_operations=None,
+        authorized_operations=operations,
     )
 
 
@@ -73,8 +74,17 @@ async def handle(
     def may(check: str, name: str = CLUSTER_NAME) -> bool:
         return allowed(broker.authorizer, session, ApiKey.METADATA, check, name)
 
+    def entry(topic: TopicMetadata) -> Any:
+        with_operations = version >= 8 and request.include_topic_authorized_operations
+        operations = (
+            authorized_operations(broker.authorizer, session, ResourceType.TOPIC, topic.name)
+            if with_operations
+            else None
+        )
+        return _topic_entry(topic, live, operations)
+
     if wants_all:
-        entries = [_topic_entry(t, version, live) for t in cache.topics() if may("topic", t.name)]
+        entries = [entry(t) for t in cache.topics() if may("topic", t.name)]
     else:
         for wanted in request.topics:
             name, by_id = wanted.name, False
@@ -103,7 +113,7 @@ async def handle(
                 if topic is None:
                     entries.append(_error_entry(name, ZERO_UUID, code))
                     continue
-            entries.append(_topic_entry(topic, version, live))
+            entries.append(entry(topic))
     on_listener = endpoints_on_listener(broker, session.listener)
     brokers = [
         MetadataResponse.MetadataResponseBroker(
@@ -117,5 +127,9 @@ async def handle(
         cluster_id=cache.cluster_id,
         controller_id=cache.controller_id,
         topics=entries,
-        authorized_operations=None,
+        authorized_operations=authorized_operations(
+            broker.authorizer, session, ResourceType.CLUSTER
+        )
+        if 8 <= version <= 10 and request.include_cluster_authorized_operations
+        else None,
     )
