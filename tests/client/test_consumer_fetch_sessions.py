@@ -101,3 +101,20 @@ def test_consumer_starts_over_in_full_when_its_session_is_gone(tmp_path: Path) -
             await consumer.close()
 
     run(scenario)
+
+
+def test_closing_the_consumer_closes_its_session_on_the_broker(tmp_path: Path) -> None:
+    """As Kafka's consumer does: a fetch in the final epoch frees the broker's slot at
+    once, rather than when the session is evicted."""
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path) as broker:
+            producer, consumer = await setup(broker)
+            await producer.send_and_wait("t", b"a", partition=1)
+            assert await read(consumer, 1) == [(1, 0, b"a")]
+            assert len(sessions_of_consumers(broker)) == 1
+            await consumer.close()
+            assert sessions_of_consumers(broker) == []
+            await producer.close()
+
+    run(scenario)

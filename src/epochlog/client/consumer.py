@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import pyarrow as pa
 
+from epochlog.client import fetch_session
 from epochlog.client.client_metrics import ConsumerCounts
 from epochlog.client.config import consumer_config
 from epochlog.client.errors import (
@@ -583,4 +584,8 @@ class AsyncConsumer:
             self._prefetch = None
         if self._group is not None:
             await self._group.close()
+        versions = (FETCH_BY_NAME_VERSION, FETCH_VERSION)
+        await fetch_session.close_sessions(
+            self._fetch_sessions, self._cluster.send, versions, self._clock
+        )
         await self._cluster.close()

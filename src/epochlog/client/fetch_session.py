@@ -8,19 +8,25 @@ failure starts over with a full fetch that closes the old session and opens a ne
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from kafka.protocol.consumer import FetchRequest
 
 from epochlog.protocol.errors import ErrorCode
+from epochlog.seams import Clock
+from epochlog.seams.waiting import finished_within
 
 INVALID_SESSION_ID = 0
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
 _MAX_EPOCH = (1 << 31) - 1
+# How long closing a fetcher waits for brokers to close its sessions: a broker that does
+# not answer by then frees the slot when it evicts the session.
+CLOSE_SESSIONS_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +110,13 @@ class FetchSessionHandler:
         self._known = dict(plan.wanted)
         return True
 
+    def closing(self) -> FetchPlan | None:
+        """The request that closes the broker's session (the final epoch, nothing
+        listed), or None when there is none to close."""
+        if self.session_id == INVALID_SESSION_ID:
+            return None
+        return FetchPlan(self.session_id, FINAL_EPOCH, {}, [], [], self._uses_topic_ids)
+
     def failed(self) -> None:
         """No answer, or one that cannot be trusted: the next request is full, closing
         the session the broker may still hold."""
@@ -162,3 +175,28 @@ def fetch_request(
         ],
         rack_id="",
     )
+
+
+async def close_sessions(
+    handlers: Mapping[int, FetchSessionHandler],
+    send: Callable[[int, FetchRequest, int], Awaitable[Any]],
+    versions: tuple[int, int],
+    clock: Clock,
+) -> None:
+    """Close every session the handlers hold (a fetch in the final epoch to each broker,
+    as Kafka's consumer sends when it closes), so the brokers' slots are free at once.
+    ``versions``: the Fetch version by topic name, and by topic id."""
+    sends = []
+    for broker, handler in sorted(handlers.items()):
+        plan = handler.closing()
+        if plan is not None:
+            request = fetch_request(
+                plan, replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1, isolation_level=0
+            )
+            sends.append(send(broker, request, versions[plan.uses_topic_ids]))
+        handler.session_id = INVALID_SESSION_ID
+        handler.failed()
+    if sends:
+        closing = asyncio.gather(*sends, return_exceptions=True)
+        if not await finished_within(clock, closing, CLOSE_SESSIONS_S):
+            closing.cancel()
