@@ -4,7 +4,8 @@
    factor 1 measured in the same run (confluent-kafka, 100-byte records).
 2. Failover time: from SIGKILL of a partition's leader to the first acks=all write
    acknowledged by the new leader, over many trials; p50 and p99, with the session
-   timeout the brokers used (it bounds how soon the loss is noticed).
+   timeout the brokers used, which is `epochlog up`'s (a SIGKILLed broker's session
+   ends at the next metastore change poll; the timeout bounds only a hung one).
 
     python bench/cluster.py [--records 200000] [--runs 3] [--trials 20]
 """
@@ -22,6 +23,9 @@ from common import median
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "cluster"))
 from cluster_harness import Cluster  # noqa: E402
+
+from epochlog.settings.broker import BROKER  # noqa: E402
+from epochlog.tools.local_cluster import UP_SESSION_TIMEOUT_MS  # noqa: E402
 
 
 def produce_rate(bootstrap: str, topic: str, count: int, acks: str) -> float:
@@ -93,6 +97,15 @@ def first_ack_after_kill(cluster: Cluster, topic: str) -> float:
     return acked[0] - killed_at
 
 
+def up_settings() -> dict[str, str]:
+    """What `epochlog up` runs with: its session timeout, and Kafka's defaults where the
+    test harness shortens timeouts."""
+    settings = {"zookeeper.session.timeout.ms": str(UP_SESSION_TIMEOUT_MS)}
+    for name in ("replica.lag.time.max.ms", "replica.fetch.wait.max.ms"):
+        settings[name] = str(BROKER.default(name))
+    return settings
+
+
 def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     index = min(len(ordered) - 1, max(0, round(fraction * (len(ordered) - 1))))
@@ -106,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=20)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="epochlog-bench-cluster-") as base:
-        cluster = Cluster(Path(base), f"sqlite://{base}/metastore.db", 3, {})
+        cluster = Cluster(Path(base), f"sqlite://{base}/metastore.db", 3, up_settings())
         session_timeout_ms = cluster.brokers[0].settings["zookeeper.session.timeout.ms"]
         try:
             cluster.start()

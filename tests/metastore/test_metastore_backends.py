@@ -104,6 +104,41 @@ def test_sqlite_reaps_a_dead_processs_session_without_waiting_for_its_timeout(
     asyncio.run(asyncio.wait_for(scenario(), 60))
 
 
+def test_sqlite_reaps_a_dead_process_at_the_next_change_poll_not_the_next_heartbeat(
+    tmp_path: Path,
+) -> None:
+    """Every client's change poll (every 50 ms) ends the sessions of exited processes:
+    here the only live client heartbeats every 200 s, yet the killed holder's node goes
+    at once, so a SIGKILLed leader is replaced without waiting for any heartbeat."""
+
+    async def scenario() -> None:
+        uri = cross_process_uri("sqlite", tmp_path, None)
+        ms = await open_metastore(uri, RealClock(), session_timeout_ms=600_000)
+        await ms.create("/brokers/ids", make_parents=True)
+        changes: list[object] = []
+        await ms.watch_children("/brokers/ids", changes.append)
+        holder = subprocess.Popen(
+            [sys.executable, HOLDER, uri, "hold-long", "/brokers/ids/5"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert holder.stdout is not None
+            line = await asyncio.get_running_loop().run_in_executor(None, holder.stdout.readline)
+            assert line.strip() == "ready"
+            await wait_until(lambda: len(changes) == 1, "the children watch to see it come")
+            holder.send_signal(signal.SIGKILL)
+            holder.wait(10)
+            await wait_until(lambda: len(changes) == 2, "the children watch to see it go")
+            assert await ms.exists("/brokers/ids/5") is None
+        finally:
+            holder.kill()
+            holder.wait(10)
+            await ms.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
 def test_cas_increments_from_several_processes_are_all_kept(shared_uri: str) -> None:
     async def scenario() -> None:
         ms = await open_metastore(shared_uri, RealClock(), session_timeout_ms=5000)

@@ -162,15 +162,31 @@ class _Db:
             self.conn.execute(
                 "UPDATE sessions SET expires_at = ? WHERE id = ?", (now + timeout_ms, sid)
             )
+        self._reap(store, now)
+        return alive
+
+    def _reap(self, store: _SqlStore, now: int | None) -> bool:
+        """End the sessions past their deadline (unless ``now`` is None) or whose process
+        is gone; whether any were."""
         dead = [
             row[0]
             for row in self.conn.execute("SELECT id, expires_at, owner FROM sessions").fetchall()
-            if row[1] < now or _owner_is_gone(row[2])
+            if (now is not None and row[1] < now) or _owner_is_gone(row[2])
         ]
         for dead_sid in dead:
             self.conn.execute("DELETE FROM sessions WHERE id = ?", (dead_sid,))
             end_session(store, dead_sid)
-        return alive
+        return bool(dead)
+
+    def reap_gone_processes(self) -> bool:
+        """End the sessions of processes that have exited, checked with every change poll
+        rather than every heartbeat: a SIGKILLed broker's registration goes within a
+        poll interval, while a broker merely busy (or stopped) keeps its session until
+        the timeout. Reads first and writes only when one is gone."""
+        owners = self.conn.execute("SELECT owner FROM sessions").fetchall()
+        if not any(_owner_is_gone(owner) for (owner,) in owners):
+            return False
+        return self._in_write(lambda store: self._reap(store, None))
 
     def _new_session(self, timeout_ms: int, now: int) -> int:
         cur = self.conn.execute(
@@ -244,7 +260,9 @@ class _Db:
             self.conn.execute("COMMIT")
 
     def poll(self, after: int) -> tuple[list[tuple[int, str, int]], bool]:
-        """Change rows after ``after``, and whether rows we never saw were pruned."""
+        """Change rows after ``after`` (a dead process's session ended first), and
+        whether rows we never saw were pruned."""
+        self.reap_gone_processes()
         rows = self.conn.execute(
             "SELECT seq, path, kind FROM changes WHERE seq > ? ORDER BY seq LIMIT 5000", (after,)
         ).fetchall()

@@ -55,6 +55,8 @@ FETCH_VERSION = 12
 EndpointOf = Callable[[int], "tuple[str, int] | None"]
 
 # Answers after which the follower waits for the controller's next state.
+# The first retry after UNKNOWN_LEADER_EPOCH (doubling up to replica.fetch.backoff.ms).
+LEADER_CATCH_UP_S = 0.025
 _WAIT_FOR_STATE = (
     ErrorCode.FENCED_LEADER_EPOCH,
     ErrorCode.UNKNOWN_LEADER_EPOCH,
@@ -72,6 +74,8 @@ class FollowedPartition:
     leader_id: int
     leader_epoch: int
     delayed_until: float = 0.0
+    # UNKNOWN_LEADER_EPOCH answers in a row: the leader has yet to learn this epoch.
+    leader_behind: int = 0
 
 
 class LeaderFetcher:
@@ -265,6 +269,7 @@ class LeaderFetcher:
         """Apply one partition's answer; True if the log or high watermark moved."""
         partition = fp.partition
         code = ErrorCode(answer.error_code)
+        fp.leader_behind = fp.leader_behind + 1 if code == ErrorCode.UNKNOWN_LEADER_EPOCH else 0
         if code == ErrorCode.NONE:
             diverging = answer.diverging_epoch
             if diverging is not None and (diverging.epoch >= 0 or diverging.end_offset >= 0):
@@ -290,7 +295,12 @@ class LeaderFetcher:
             code.name,
             fp.leader_epoch,
         )
-        fp.delayed_until = self._clock.monotonic() + self._settings.replica_fetch_backoff_ms / 1000
+        backoff_s = self._settings.replica_fetch_backoff_ms / 1000
+        if fp.leader_behind:
+            # Told of the new epoch before its leader was (each learns it at its own
+            # metastore poll): ask again soon, and back off only if it stays behind.
+            backoff_s = min(backoff_s, LEADER_CATCH_UP_S * 2 ** (fp.leader_behind - 1))
+        fp.delayed_until = self._clock.monotonic() + backoff_s
         return False
 
     def _truncate_on_divergence(self, fp: FollowedPartition, epoch: int, end_offset: int) -> None:
