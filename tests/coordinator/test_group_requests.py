@@ -23,7 +23,7 @@ from kafka.protocol.consumer import (
 )
 from kafka.protocol.metadata import FindCoordinatorRequest
 
-from broker.inprocess_broker import batch, connect, produce, run, running_broker
+from broker.inprocess_broker import batch, connect, delete_topic, produce, run, running_broker
 from epochlog.client.connection import BrokerConnection
 from epochlog.protocol.errors import ErrorCode
 
@@ -353,5 +353,43 @@ def test_deadlines_run_on_the_clock_initial_delay_and_session_timeout(tmp_path: 
                 state = described.groups[0].group_state
             hb = HeartbeatRequest(group_id="g", generation_id=1, member_id=answer.member_id)
             assert (await conn.send(hb, 4)).error_code == ErrorCode.UNKNOWN_MEMBER_ID
+
+    run(scenario)
+
+
+def test_a_deleted_topics_committed_offsets_go_and_a_group_left_with_none_is_dead(
+    tmp_path: Path,
+) -> None:
+    """As Kafka's coordinator does on partition deletion: offsets of a deleted topic are
+    tombstoned (a re-created topic of the name starts with none), and an Empty group
+    whose only offsets they were is gone."""
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path, **SETTINGS) as broker:
+            conn = await connect(broker)
+            await create_topic(conn, "t", 2)
+            await create_topic(conn, "kept", 1)
+            await find(conn, "both")
+            await find(conn, "only-t")
+            parts = [("t", 0, 5, 0, ""), ("t", 1, 7, 0, ""), ("kept", 0, 3, 0, "")]
+            for group, committed in (("both", parts), ("only-t", parts[:1])):
+                response = await conn.send(commit_request(group, "", -1, committed), 8)
+                assert set(codes(response).values()) == {0}
+            assert await delete_topic(conn, "t") == 0
+
+            async def offsets_of_t_gone() -> bool:
+                return ("t", 0) not in await fetch(conn, "both", 8)
+
+            for _ in range(100):
+                if await offsets_of_t_gone():
+                    break
+                await broker.seams.clock.sleep(0.05)
+            assert await fetch(conn, "both", 8) == {("kept", 0): (3, 0, "")}
+            assert await fetch(conn, "only-t", 8) == {}
+            listed = await conn.send(ListGroupsRequest(), 4)
+            assert {g.group_id for g in listed.groups} == {"both"}
+            await create_topic(conn, "t", 2)
+            assert await fetch(conn, "both", 8) == {("kept", 0): (3, 0, "")}
+            await conn.close()
 
     run(scenario)

@@ -285,6 +285,8 @@ class Broker:
             self.coordinator.on_leadership_change()
         elif name == TRANSACTION_STATE_TOPIC:
             self.txn_coordinator.on_leadership_change()
+        else:
+            self.coordinator.on_topic_deleted(name)
 
     async def start(self) -> None:
         """Open the metastore, recover logs, serve, join the cluster, contend for control."""

@@ -119,6 +119,10 @@ class GroupCoordinator:
         )
         self.wake()
 
+    def on_topic_deleted(self, topic: str) -> None:
+        """Its committed offsets go (in the background: they are tombstoned)."""
+        self.registry.background(self.offsets.forget_topic(topic))
+
     # -- DescribeGroups and ListGroups -------------------------------------------------
 
     def describe(self, group_id: str) -> GroupDescription:

@@ -307,6 +307,30 @@ class OffsetManager:
         if self.r.groups.get(group.group_id) is group:
             del self.r.groups[group.group_id]
 
+    # -- a deleted topic ---------------------------------------------------------------
+
+    async def forget_topic(self, topic: str) -> int:
+        """Remove every committed offset of a deleted topic, as Kafka's coordinator does
+        when partitions are deleted (a topic re-created under the name starts with
+        none); a group left Empty with nothing goes Dead. Returns how many went."""
+        total = 0
+        for group in self.r.owned_groups():
+            keys = sorted(key for key in group.offsets if key[0] == topic)
+            if not keys or group.group_id in self.r.pending_writes:
+                continue
+            dead = goes_dead_after(group, keys)
+            code = await self._tombstone(group, keys, with_group=dead)
+            if code != ErrorCode.NONE:
+                log.warning("group %s: removing offsets of deleted %s failed: %s",
+                            group.group_id, topic, code.name)  # fmt: skip
+                continue
+            total += len(keys)
+            if dead and goes_dead(group):
+                self._bury(group)
+        if total:
+            log.info("deleted topic %s: %d committed offsets removed", topic, total)
+        return total
+
     # -- KIP-211 expiry ----------------------------------------------------------------
 
     async def expire(self) -> int:
