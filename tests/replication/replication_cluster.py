@@ -31,7 +31,7 @@ from epochlog.broker.server import ConnectionLoop, RequestChannel
 from epochlog.client.connection import BrokerConnection
 from epochlog.metadata.model import BrokerEndpoint, PartitionState
 from epochlog.metrics.requests import RequestMetrics
-from epochlog.protocol.records import build_batch, iter_records
+from epochlog.protocol.records import build_batch
 from epochlog.replication.replica_manager import ReplicaManager
 from epochlog.replication.settings import ReplicationSettings
 from epochlog.seams import Seams, Server
@@ -41,6 +41,7 @@ from epochlog.security.principal import PrincipalMapper
 from epochlog.settings.broker import BROKER
 from epochlog.storage.config import LogConfig
 from epochlog.storage.log_manager import LogManager
+from support.records import values_of
 
 HANDLERS = {
     m.API.key: Handler(m.API, m.handle)
@@ -233,18 +234,6 @@ def values_in(log: Any, start: int = 0) -> list[tuple[int, bytes]]:
     """(offset, value) of every record of a log from ``start``, read from disk."""
     read = log.read(start, 1 << 30, max_offset=None)
     return [pair for s in read.slices for pair in values_of(s.file.pread(s.size, s.position))]
-
-
-def values_of(data: bytes | None) -> list[tuple[int, bytes]]:
-    """(offset, value) of every record of whole record batches (a Fetch answer's)."""
-    out = []
-    pos = 0
-    data = data or b""
-    while pos < len(data):
-        size = int.from_bytes(data[pos + 8 : pos + 12], "big") + 12
-        out += [(r.offset, r.value) for r in iter_records(data[pos : pos + size])]
-        pos += size
-    return out
 
 
 async def produce_to(

@@ -9,10 +9,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from replication_cluster import Cluster, eventually, fetch_from, produce_to, run, values_of
+from replication_cluster import Cluster, eventually, fetch_from, produce_to, run
 
 from epochlog.protocol.errors import ErrorCode
 from epochlog.settings.replica_selector import LEADER_SELECTOR, RACK_AWARE_SELECTOR
+from support.records import values_of
 
 RACKS = {0: "rack-a", 1: "rack-b", 2: "rack-c"}
 
