@@ -235,9 +235,14 @@ def test_a_follower_never_serves_a_record_above_its_high_watermark(tmp_path: Pat
         try:
             got: list[bytes] = []
 
-            def poll_for(seconds: float) -> None:
-                deadline = time.monotonic() + seconds
-                while time.monotonic() < deadline:
+            def poll_until(count: int, at_least_s: float = 0.0) -> None:
+                """Until ``count`` records are in (bounded), polling on for at least
+                ``at_least_s`` so that a record served too early would show."""
+                deadline = time.monotonic() + BOUND_S
+                keep_until = time.monotonic() + at_least_s
+                while time.monotonic() < deadline and (
+                    len(got) < count or time.monotonic() < keep_until
+                ):
                     message = consumer.poll(0.1)
                     if message is not None and message.error() is None:
                         got.append(message.value())
@@ -253,13 +258,12 @@ def test_a_follower_never_serves_a_record_above_its_high_watermark(tmp_path: Pat
             assert [offset for offset, _ in values_of(answer.records)] == list(range(10))
             at_hw = rack_fetch(cluster, 1, 10)
             assert (at_hw.error_code, values_of(at_hw.records)) == (ErrorCode.NONE, [])
-            poll_for(5.0)
+            poll_until(10)
+            poll_until(10, at_least_s=2.0)
             assert got == [b"v%d" % i for i in range(10)]
 
             cluster.resume(2)
-            deadline = time.monotonic() + BOUND_S
-            while len(got) < 15 and time.monotonic() < deadline:
-                poll_for(0.5)
+            poll_until(15)
             assert got == [b"v%d" % i for i in range(15)]
         finally:
             consumer.close()
