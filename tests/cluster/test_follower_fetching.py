@@ -32,6 +32,7 @@ RACKS = {0: "rack-a", 1: "rack-b", 2: "rack-c"}
 BYTES_IN = "kafka_server_brokertopicmetrics_bytesin_total"
 BYTES_OUT = "kafka_server_brokertopicmetrics_bytesout_total"
 REQUESTS = "kafka_network_requestmetrics_requests_total"
+ERRORS = "kafka_network_requestmetrics_errors_total"
 COUNT = 300
 BOUND_S = 60.0
 
@@ -77,6 +78,7 @@ def confluent_rack_consumer(bootstrap: str, rack: str) -> ck.Consumer:
             "bootstrap.servers": bootstrap,
             "group.id": "unused",
             "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
             "client.rack": rack,
         }
     )
@@ -344,3 +346,86 @@ def test_consumers_go_back_to_the_leader_when_the_follower_in_their_rack_dies(
             assert [(g.offset, g.value) for g in reader.finish(2 * COUNT)] == want, name
         # Nobody else in rack-b: the leader served the rest.
         assert scrape(ports[0]).total(BYTES_OUT, topic=TOPIC) > 0
+
+
+def test_out_of_range_on_the_follower_sends_the_consumer_to_the_leader_which_resets_it(
+    tmp_path: Path,
+) -> None:
+    """A seek below the log start while reading from the follower: the follower answers
+    OFFSET_OUT_OF_RANGE. The Java consumer's rule (epochlog's): that never resets a
+    position, the consumer asks the leader, whose own OFFSET_OUT_OF_RANGE resets it.
+    librdkafka's: below the follower's log start it resets at once (only an offset
+    above the follower's high watermark sends it back to the leader)."""
+    start = 100
+    with racked_cluster(tmp_path) as (cluster, ports):
+        cluster.create_topic(TOPIC, assignment=[[0, 1, 2]], min_insync_replicas="2")
+        produce(cluster.bootstrap, 0, COUNT)
+        want = [(i, b"v%d" % i) for i in range(start, COUNT)]
+
+        def out_of_range() -> dict[int, float]:
+            return {
+                b: scrape(ports[b]).total(ERRORS, request="Fetch", error="OFFSET_OUT_OF_RANGE")
+                for b in (0, 1)
+            }
+
+        def delete_once() -> None:
+            if rack_fetch(cluster, 1, 0).error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                return
+            admin = ck.admin.AdminClient({"bootstrap.servers": cluster.bootstrap})
+            (done,) = admin.delete_records([ck.TopicPartition(TOPIC, 0, start)]).values()
+            assert done.result(30).low_watermark == start
+            eventually(
+                lambda: rack_fetch(cluster, 1, 0).error_code == ErrorCode.OFFSET_OUT_OF_RANGE,
+                30,
+                "the follower to learn the new log start",
+            )
+
+        # confluent-kafka: reading from the follower, then a seek below the log start.
+        consumer = confluent_rack_consumer(cluster.bootstrap, RACKS[1])
+        try:
+            got: list[tuple[int, bytes | None]] = []
+
+            def poll_until(count: int) -> None:
+                deadline = time.monotonic() + BOUND_S
+                while len(got) < count and time.monotonic() < deadline:
+                    m = consumer.poll(0.1)
+                    if m is not None and m.error() is None:
+                        got.append((m.offset(), m.value()))
+
+            poll_until(COUNT)
+            delete_once()
+            before = out_of_range()
+            got.clear()
+            consumer.seek(ck.TopicPartition(TOPIC, 0, 0))
+            poll_until(len(want))
+            assert got == want
+        finally:
+            consumer.close()
+        after = out_of_range()
+        assert after[1] > before[1], (before, after)
+
+        # epochlog's consumer, the same way.
+        config = {
+            "bootstrap.servers": cluster.bootstrap,
+            "auto.offset.reset": "earliest",
+            "client.rack": RACKS[1],
+        }
+        with Consumer(config) as ours:
+            ours.assign([TopicPartition(TOPIC, 0)])
+            mine: list[tuple[int, bytes | None]] = []
+
+            def read_until(count: int) -> None:
+                deadline = time.monotonic() + BOUND_S
+                while len(mine) < count and time.monotonic() < deadline:
+                    mine.extend((r.offset, r.value) for r in ours.poll(0.2))
+
+            read_until(len(want))
+            assert mine == want
+            before = out_of_range()
+            mine.clear()
+            ours.seek(TopicPartition(TOPIC, 0), 0)
+            read_until(len(want))
+            assert mine == want
+        after = out_of_range()
+        assert after[1] > before[1] and after[0] > before[0], (before, after)
+        assert bytes_out(ports)[0] == 0  # the leader only answered the errors
