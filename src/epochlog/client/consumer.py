@@ -387,8 +387,9 @@ class AsyncConsumer:
             )
 
     async def _fetch_round(self, wait_ms: int) -> list[FetchedAt]:
-        """Fetches to every leader of a fetchable partition (errors and truncation
-        handled): the data per partition with the offset it was fetched from."""
+        """Fetches to every leader (or read replica, KIP-392) of a fetchable partition
+        (errors and truncation handled): the data per partition with the offset it was
+        fetched from."""
         groups: dict[int, list[TopicPartition]] = {}
         now = self._clock.monotonic()
         for tp, pos in self._positions.items():

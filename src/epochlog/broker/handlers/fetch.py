@@ -88,7 +88,7 @@ def _read_partition(
         last_stable = partition.last_stable_offset()
         result.high_watermark = high_watermark
         result.last_stable_offset = last_stable
-        # On a follower the high watermark is the one the leader propagated.
+        # A leader may send a consumer elsewhere (KIP-392): no records, the watermarks.
         result.preferred_read_replica = follower_reads.preferred(partition, fetch.fetch_offset)
         if result.preferred_read_replica >= 0:
             return result, leader_epoch
@@ -96,6 +96,7 @@ def _read_partition(
         if is_replica:
             limit = None
         else:
+            # On a follower: the high watermark the leader propagated, never its log end.
             limit = last_stable if isolation == READ_COMMITTED else high_watermark
         read = log.read(
             fetch.fetch_offset, max_bytes, max_offset=limit, min_one_batch=not budget.read_any
