@@ -186,6 +186,22 @@ def test_consumers_with_a_client_rack_read_everything_from_the_follower_in_their
             session = consumer._consumer._fetch_sessions[1]
             assert session.session_id != 0 and session.epoch >= 2
 
+        # Once metadata.max.age.ms passes it asks the leader again, which sends it back:
+        # the leader's Fetch count grows, its BytesOut does not.
+        def leader_fetches() -> float:
+            return scrape(ports[0]).total(REQUESTS, request="FetchConsumer")
+
+        config["metadata.max.age.ms"] = "300"
+        with Consumer(config) as consumer:
+            consumer.assign([TopicPartition(TOPIC, 0)])
+            consumer.seek(TopicPartition(TOPIC, 0), COUNT + 10)
+            asked = leader_fetches()
+            deadline = time.monotonic() + BOUND_S
+            while leader_fetches() < asked + 3 and time.monotonic() < deadline:
+                assert consumer.poll(0.2) == []
+            assert leader_fetches() >= asked + 3
+        assert bytes_out(ports)[0] == 0
+
         # Without a rack, or in the leader's, the leader serves as before.
         before = bytes_out(ports)
         assert read(confluent_polling, cluster.bootstrap, "", COUNT) == want

@@ -9,13 +9,26 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from replication_cluster import Cluster, eventually, fetch_from, produce_to, run
+from replication_cluster import Cluster, Node, eventually, fetch_from, list_latest, produce_to, run
 
+from epochlog.client.errors import TopicPartition
+from epochlog.client.lookup import offsets_for_leader_epoch_request
 from epochlog.protocol.errors import ErrorCode
 from epochlog.settings.replica_selector import LEADER_SELECTOR, RACK_AWARE_SELECTOR
 from support.records import values_of
 
 RACKS = {0: "rack-a", 1: "rack-b", 2: "rack-c"}
+
+
+async def end_of_epoch(node: Node, current_epoch: int, epoch: int) -> int:
+    """The error of a consumer's OffsetsForLeaderEpoch v4 to ``node``."""
+    conn = await node.connect()
+    try:
+        request = offsets_for_leader_epoch_request({TopicPartition("t", 0): (current_epoch, epoch)})
+        response = await conn.send(request, 4)
+        return int(response.topics[0].partitions[0].error_code)
+    finally:
+        await conn.close()
 
 
 def test_a_follower_serves_consumers_up_to_its_high_watermark_and_never_past_it(
@@ -93,6 +106,10 @@ def test_a_follower_checks_a_consumers_leader_epoch_against_the_epoch_it_knows(
             assert values_of(current.records) == [(0, b"a")]
             unchecked = await fetch_from(follower, 0, current_epoch=-1)
             assert unchecked.error_code == ErrorCode.NONE
+            # ListOffsets and OffsetsForLeaderEpoch from consumers stay on the leader.
+            assert (await list_latest(follower)).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+            assert await end_of_epoch(follower, 1, 0) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+            assert await end_of_epoch(leader, 1, 0) == ErrorCode.NONE
 
     run(scenario)
 
