@@ -395,7 +395,8 @@ class AsyncConsumer:
         for tp, pos in self._positions.items():
             node = pos.fetch_from(now) if pos.can_fetch() else None
             if node is not None and node not in self._cluster.cache.brokers:
-                pos.leave_read_replica()  # gone from metadata: the leader again
+                pos.leave_read_replica()  # not in our metadata: the leader, and ask again
+                self._refresh_needed = True
                 node = pos.leader
             if node is not None:
                 groups.setdefault(node, []).append(tp)
