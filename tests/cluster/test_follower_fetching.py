@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import Any
 
 import confluent_kafka as ck
 from cluster_harness import Cluster, eventually
@@ -211,7 +212,7 @@ def test_consumers_with_a_client_rack_read_everything_from_the_follower_in_their
         assert after[1] == before[1] and after[2] == before[2]
 
 
-def rack_fetch(cluster: Cluster, broker: int, offset: int) -> object:
+def rack_fetch(cluster: Cluster, broker: int, offset: int) -> Any:
     """A consumer's Fetch v12 with a client rack, answered as it is."""
     request = FetchRequest(
         replica_id=-1,
