@@ -207,3 +207,32 @@ def test_consumed_records_set_the_position_epoch_and_history() -> None:
     pos.consumed(9, 2, 104, 5)
     assert (pos.offset, pos.offset_epoch, pos.last_timestamp) == (9, 2, 104)
     assert pos.consumed_epochs == [(0, 0), (2, 5)]
+
+
+def test_a_preferred_read_replica_is_fetched_from_until_it_expires() -> None:
+    pos = fetching()
+    assert pos.fetch_from(now=0.0) == 1
+    pos.prefer_replica(2, until=300.0)
+    assert pos.fetch_from(now=299.9) == 2
+    # After metadata.max.age.ms the leader is asked again (and may name it again).
+    assert pos.fetch_from(now=300.0) == 1
+
+
+def test_an_error_from_the_read_replica_sends_fetches_back_to_the_leader() -> None:
+    pos = fetching()
+    pos.prefer_replica(2, until=300.0)
+    assert pos.leave_read_replica() == 2
+    assert pos.fetch_from(now=0.0) == 1
+    assert pos.leave_read_replica() is None
+
+
+def test_a_leader_change_forgets_the_read_replica_the_old_leader_chose() -> None:
+    pos = fetching()
+    pos.prefer_replica(2, until=300.0)
+    pos.update_leader(1, 3)  # the same leader and epoch: kept
+    assert pos.fetch_from(now=0.0) == 2
+    pos.update_leader(3, 4)
+    assert pos.read_replica is None
+    pos.prefer_replica(2, until=300.0)
+    pos.leader_lost()
+    assert pos.read_replica is None and pos.fetch_from(now=0.0) is None

@@ -224,9 +224,16 @@ class Cluster:
         return answer.offset
 
     def fetch_error(
-        self, broker: int, topic: str, partition: int, offset: int, current_leader_epoch: int
+        self,
+        broker: int,
+        topic: str,
+        partition: int,
+        offset: int,
+        current_leader_epoch: int,
+        version: int = 12,
     ) -> int:
-        """The error code a consumer's Fetch v12 in ``current_leader_epoch`` gets."""
+        """The error code a consumer's Fetch (v12 unless told) in ``current_leader_epoch``
+        gets; from v11 a follower may answer it (KIP-392)."""
         request = FetchRequest(
             replica_id=CONSUMER_REPLICA_ID,
             max_wait_ms=0,
@@ -253,7 +260,7 @@ class Cluster:
             forgotten_topics_data=[],
             rack_id="",
         )
-        response = self.send(broker, request, 12)
+        response = self.send(broker, request, version)
         return int(response.responses[0].partitions[0].error_code)
 
     def produce(

@@ -29,9 +29,9 @@ from epochlog.broker.handlers import (
 )
 from epochlog.broker.server import ConnectionLoop, RequestChannel
 from epochlog.client.connection import BrokerConnection
-from epochlog.metadata.model import PartitionState
+from epochlog.metadata.model import BrokerEndpoint, PartitionState
 from epochlog.metrics.requests import RequestMetrics
-from epochlog.protocol.records import build_batch, iter_records
+from epochlog.protocol.records import build_batch
 from epochlog.replication.replica_manager import ReplicaManager
 from epochlog.replication.settings import ReplicationSettings
 from epochlog.seams import Seams, Server
@@ -41,6 +41,7 @@ from epochlog.security.principal import PrincipalMapper
 from epochlog.settings.broker import BROKER
 from epochlog.storage.config import LogConfig
 from epochlog.storage.log_manager import LogManager
+from support.records import values_of
 
 HANDLERS = {
     m.API.key: Handler(m.API, m.handle)
@@ -60,10 +61,12 @@ class Topic:
 
 
 class Topics:
-    """The metadata-cache calls the Fetch handler makes."""
+    """The metadata-cache calls the Fetch handler makes, and the brokers with their racks
+    (``Cluster.racks``) that a KIP-392 replica selector chooses among."""
 
     def __init__(self) -> None:
         self.by_name: dict[str, Topic] = {}
+        self.brokers: dict[int, BrokerEndpoint] = {}
 
     def topic(self, name: str) -> Topic | None:
         return self.by_name.get(name)
@@ -81,6 +84,7 @@ class Node:
         self.log_dir = log_dir
         self.seams: Seams = real_seams(seed=broker_id)
         self.metadata_cache = Topics()
+        self.endpoint: BrokerEndpoint | None = None
         self.authorizer = None  # no authorizer: every request is allowed, as by default
         self.port = 0
         self.running = False
@@ -123,6 +127,8 @@ class Node:
             ),
         )
         self.port = self._server.port
+        rack = self.cluster.racks.get(self.broker_id)
+        self.endpoint = BrokerEndpoint(self.broker_id, "127.0.0.1", self.port, rack)
         await self.replica_manager.start()
         self.running = True
 
@@ -146,8 +152,11 @@ class Node:
 class Cluster:
     """The test's controller: partition states, ISR compare-and-set, delivery."""
 
-    def __init__(self, base: Path, size: int = 3, **settings: str) -> None:
+    def __init__(
+        self, base: Path, size: int = 3, racks: dict[int, str] | None = None, **settings: str
+    ) -> None:
         self.settings = {**FAST, **settings}
+        self.racks = dict(racks or {})
         self.nodes = {i: Node(self, i, base / f"broker{i}") for i in range(size)}
         self.topics: dict[str, Topic] = {}
         self.proposals: list[tuple[int, list[int], bool]] = []
@@ -155,6 +164,9 @@ class Cluster:
     async def __aenter__(self) -> Cluster:
         for node in self.nodes.values():
             await node.start()
+        endpoints = {i: n.endpoint for i, n in self.nodes.items() if n.endpoint is not None}
+        for node in self.nodes.values():
+            node.metadata_cache.brokers = dict(endpoints)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -220,16 +232,8 @@ def batch(values: list[bytes]) -> bytes:
 
 def values_in(log: Any, start: int = 0) -> list[tuple[int, bytes]]:
     """(offset, value) of every record of a log from ``start``, read from disk."""
-    out = []
     read = log.read(start, 1 << 30, max_offset=None)
-    for s in read.slices:
-        data = s.file.pread(s.size, s.position)
-        pos = 0
-        while pos < len(data):
-            size = int.from_bytes(data[pos + 8 : pos + 12], "big") + 12
-            out += [(r.offset, r.value) for r in iter_records(data[pos : pos + size])]
-            pos += size
-    return out
+    return [pair for s in read.slices for pair in values_of(s.file.pread(s.size, s.position))]
 
 
 async def produce_to(
@@ -265,6 +269,7 @@ def fetch_request(
     current_epoch: int = -1,
     last_epoch: int = -1,
     max_wait_ms: int = 0,
+    rack_id: str = "",
 ) -> FetchRequest:
     return FetchRequest(
         replica_id=replica_id,
@@ -290,14 +295,14 @@ def fetch_request(
             )
         ],
         forgotten_topics_data=[],
-        rack_id="",
+        rack_id=rack_id,
     )
 
 
-async def fetch_from(node: Node, offset: int, **kwargs: Any) -> Any:
+async def fetch_from(node: Node, offset: int, version: int = 12, **kwargs: Any) -> Any:
     conn = await node.connect()
     try:
-        response = await conn.send(fetch_request(offset, **kwargs), 12)
+        response = await conn.send(fetch_request(offset, **kwargs), version)
         return response.responses[0].partitions[0]
     finally:
         await conn.close()

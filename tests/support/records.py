@@ -11,6 +11,8 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from epochlog.protocol.records import iter_records
+
 # 2026-01-01T00:00:00Z; far from "now" so a broker stamping its own time is caught.
 BASE_TIMESTAMP_MS = 1_767_225_600_000
 # Records are spaced so a timestamp between two records has an unambiguous answer.
@@ -119,3 +121,15 @@ def interop_record_count() -> int:
 
 # Records for the ListOffsets-by-timestamp checks.
 TIMESTAMP_RECORDS = 5000
+
+
+def values_of(data: bytes | None) -> list[tuple[int, bytes | None]]:
+    """(offset, value) of every record of whole record batches (a Fetch answer's)."""
+    out = []
+    pos = 0
+    data = data or b""
+    while pos < len(data):
+        size = int.from_bytes(data[pos + 8 : pos + 12], "big") + 12
+        out += [(r.offset, r.value) for r in iter_records(data[pos : pos + size])]
+        pos += size
+    return out

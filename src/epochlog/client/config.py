@@ -151,6 +151,13 @@ CONSUMER = Registry(
         Setting("fetch.max.wait.ms", _MS, 500, "Longest wait of a fetch."),
         Setting("check.crcs", BOOLEAN, True, "Check every fetched batch's CRC."),
         Setting(
+            "client.rack",
+            TEXT,
+            "",
+            "The consumer's rack: a leader with a rack-aware replica.selector.class may send "
+            "its fetches to an in-sync replica in it (KIP-392).",
+        ),
+        Setting(
             "isolation.level",
             choice("read_uncommitted", "read_committed", case_sensitive=False),
             "read_uncommitted",

@@ -17,14 +17,7 @@ import pyarrow as pa
 from epochlog.client import fetch_session
 from epochlog.client.client_metrics import ConsumerCounts
 from epochlog.client.config import consumer_config
-from epochlog.client.errors import (
-    ConfigError,
-    LogTruncationError,
-    NoOffsetForPartitionError,
-    OffsetOutOfRangeError,
-    StaleMetadataError,
-    TopicPartition,
-)
+from epochlog.client.errors import ConfigError, StaleMetadataError, TopicPartition
 from epochlog.client.fetch_session import FetchSessionHandler, PartitionFetch, fetch_request
 from epochlog.client.fetched import (  # the record types live there, re-exported here
     ConsumerRecord,  # noqa: F401
@@ -50,9 +43,9 @@ from epochlog.client.positions import (
     Move,
     PartitionPosition,
     Phase,
-    ResetCause,
     ResetPolicy,
     Target,
+    failure,
 )
 from epochlog.client.security import client_network
 from epochlog.client.transactions import GroupMetadata
@@ -96,6 +89,7 @@ class AsyncConsumer:
         c = self.config
         self._policy = ResetPolicy(c["auto.offset.reset"])
         self._isolation = READ_COMMITTED if c["isolation.level"] == "read_committed" else 0
+        self._rack = c["client.rack"]
         self._cluster = Cluster(
             client_network(c, seams),
             self._clock,
@@ -178,7 +172,9 @@ class AsyncConsumer:
             await self._group.poll(timeout_ms / 1000)  # join or rejoin, auto-commit
         while True:
             await self._prepare()
-            self._raise_failures()
+            failed = failure(self._positions)
+            if failed is not None:
+                raise failed
             remaining_ms = max(0, int((deadline - self._clock.monotonic()) * 1000))
             result = decode(await self._fetch(remaining_ms))
             if len(result):
@@ -197,25 +193,6 @@ class AsyncConsumer:
                 )
                 self._retries += 1
                 await self._clock.sleep(min(pause, max(0.0, deadline - self._clock.monotonic())))
-
-    def _raise_failures(self) -> None:
-        failed = {tp: p for tp, p in self._positions.items() if p.phase is Phase.FAILED}
-        if not failed:
-            return
-        truncated = {
-            tp: p
-            for tp, p in failed.items()
-            if p.cause in (ResetCause.TRUNCATION_KNOWN, ResetCause.TRUNCATION_UNKNOWN)
-        }
-        if truncated:
-            raise LogTruncationError(
-                {tp: p.divergence for tp, p in truncated.items()},
-                {tp: p.offset for tp, p in truncated.items() if p.offset is not None},
-            )
-        low = {tp: p.offset for tp, p in failed.items() if p.cause is ResetCause.OUT_OF_RANGE_LOW}
-        if low:
-            raise OffsetOutOfRangeError({tp: o for tp, o in low.items() if o is not None})
-        raise NoOffsetForPartitionError(sorted(failed))
 
     async def _prepare(self) -> None:
         """Metadata, then validations, then resets: what must happen before fetching."""
@@ -270,14 +247,17 @@ class AsyncConsumer:
             groups.setdefault(leader, []).append(tp)
         return groups
 
-    async def _request(self, leader: int, request: Any, version: int) -> Any | None:
-        """One request to a leader; None (and a metadata refresh) if it could not answer."""
+    async def _request(self, broker: int, request: Any, version: int) -> Any | None:
+        """One request to a leader or read replica; None (and a metadata refresh) if it
+        could not answer."""
         try:
-            return await self._cluster.send(leader, request, version)
+            return await self._cluster.send(broker, request, version)
         except (ConnectionError, OSError) as exc:
-            log.info("request to broker %d failed: %s", leader, exc)
+            log.info("request to broker %d failed: %s", broker, exc)
             for pos in self._positions.values():
-                if pos.leader == leader:
+                if pos.read_replica == broker:
+                    pos.leave_read_replica()
+                if pos.leader == broker:
                     pos.leader_lost()
             self._refresh_needed = True
             return None
@@ -408,16 +388,21 @@ class AsyncConsumer:
             )
 
     async def _fetch_round(self, wait_ms: int) -> list[FetchedAt]:
-        """Fetches to every leader of a fetchable partition (errors and truncation
-        handled): the data per partition with the offset it was fetched from."""
-        ready = [tp for tp, p in self._positions.items() if p.can_fetch()]
-        if not ready:
-            return []
+        """Fetches to every leader (or read replica, KIP-392) of a fetchable partition
+        (errors and truncation handled): the data per partition with the offset it was
+        fetched from."""
+        groups: dict[int, list[TopicPartition]] = {}
+        now = self._clock.monotonic()
+        for tp, pos in self._positions.items():
+            node = pos.fetch_from(now) if pos.can_fetch() else None
+            if node is not None and node not in self._cluster.cache.brokers:
+                pos.leave_read_replica()  # not in our metadata: the leader, and ask again
+                self._refresh_needed = True
+                node = pos.leader
+            if node is not None:
+                groups.setdefault(node, []).append(tp)
         results = await asyncio.gather(
-            *(
-                self._fetch_from(leader, tps, wait_ms)
-                for leader, tps in self._by_leader(ready).items()
-            )
+            *(self._fetch_from(node, tps, wait_ms) for node, tps in groups.items())
         )
         return [item for got in results for item in got]
 
@@ -428,13 +413,14 @@ class AsyncConsumer:
         return arrow_of(fetched, self.config["check.crcs"])
 
     async def _fetch_from(
-        self, leader: int, tps: list[TopicPartition], max_wait_ms: int
+        self, node: int, tps: list[TopicPartition], max_wait_ms: int
     ) -> list[FetchedAt]:
+        """One Fetch to a leader or a read replica (KIP-392), in that broker's session."""
         offsets = {tp: self._positions[tp].offset for tp in tps}
         ids = {tp.topic: self._cluster.cache.topic_id(tp.topic) for tp in tps}
         version = FETCH_VERSION if all(ids.values()) else FETCH_BY_NAME_VERSION
         max_bytes = self.config["max.partition.fetch.bytes"]
-        session = self._fetch_sessions.setdefault(leader, FetchSessionHandler())
+        session = self._fetch_sessions.setdefault(node, FetchSessionHandler())
         wanted = [
             PartitionFetch(
                 tp.topic,
@@ -456,16 +442,17 @@ class AsyncConsumer:
             min_bytes=self.config["fetch.min.bytes"],
             max_bytes=self.config["fetch.max.bytes"],
             isolation_level=self._isolation,
+            rack_id=self._rack,
         )
         try:
-            response = await self._request(leader, request, version)
+            response = await self._request(node, request, version)
         except BaseException:
             session.failed()  # cancelled mid-request: the broker's epoch is unknown
             raise
         if response is None:
             session.failed()
         elif not session.answered(plan, response):
-            log.info("fetch session with broker %d: %s", leader, ErrorCode(response.error_code))
+            log.info("fetch session with broker %d: %s", node, ErrorCode(response.error_code))
         names = {topic_id: topic for topic, topic_id in ids.items()}
         out = []
         for t in response.responses if response is not None else []:
@@ -475,7 +462,7 @@ class AsyncConsumer:
                 # A seek or reset while the fetch was out makes its answer moot.
                 if pos is None or not pos.can_fetch() or pos.offset != offsets.get(tp):
                     continue
-                data = await self._fetched(leader, tp, pos, p)
+                data = await self._fetched(node, tp, pos, p)
                 if data:
                     aborted = None
                     if self._isolation == READ_COMMITTED:
@@ -490,13 +477,25 @@ class AsyncConsumer:
         return -1 if epoch is None else epoch
 
     async def _fetched(
-        self, leader: int, tp: TopicPartition, pos: PartitionPosition, p: Any
+        self, node: int, tp: TopicPartition, pos: PartitionPosition, p: Any
     ) -> bytes | None:
         """The partition's record batches, or None after handling its error."""
         code = ErrorCode(p.error_code)
+        if code != ErrorCode.NONE and node != pos.leader:
+            # As the Java consumer: any error from a read replica (its log behind our
+            # offset, an epoch it does not know yet, no longer a replica) sends the
+            # partition back to the leader, which decides again.
+            pos.leave_read_replica()
+            log.info("%s: %s from read replica %d; back to the leader", tp, code.name, node)
+            self._refresh_needed |= code in LEADERSHIP_ERRORS
+            return None
+        if code == ErrorCode.NONE and p.preferred_read_replica >= 0:
+            until = self._clock.monotonic() + self.config["metadata.max.age.ms"] / 1000
+            pos.prefer_replica(p.preferred_read_replica, until)
+            log.info("%s: leader %d sends fetches to replica %d", tp, node, pos.read_replica)
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
-            bounds = await self._list_offsets(leader, {tp: EARLIEST})
-            ends = await self._list_offsets(leader, {tp: LATEST})
+            bounds = await self._list_offsets(node, {tp: EARLIEST})
+            ends = await self._list_offsets(node, {tp: LATEST})
             if tp in bounds and tp in ends and pos.phase is Phase.FETCHING:
                 before = pos.offset
                 pos.out_of_range(bounds[tp][0], ends[tp][0], self._policy)

@@ -132,8 +132,10 @@ def fetch_request(
     min_bytes: int,
     max_bytes: int,
     isolation_level: int,
+    rack_id: str = "",
 ) -> FetchRequest:
-    """The Fetch request of ``plan`` (topics by id for v13, by name before)."""
+    """The Fetch request of ``plan`` (topics by id for v13, by name before); ``rack_id``
+    is a consumer's client.rack (KIP-392)."""
     fetch_topic = FetchRequest.FetchTopic
     by_topic: dict[str, list[PartitionFetch]] = {}
     for p in plan.send:
@@ -173,7 +175,7 @@ def fetch_request(
             )
             for topic, parts in forgotten.items()
         ],
-        rack_id="",
+        rack_id=rack_id,
     )
 
 

@@ -10,9 +10,16 @@ fetching, or failed (an error the application must see, until it seeks).
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from epochlog.client.client_metrics import ConsumerCounts
+from epochlog.client.errors import (
+    LogTruncationError,
+    NoOffsetForPartitionError,
+    OffsetOutOfRangeError,
+    TopicPartition,
+)
 from epochlog.protocol.divergence import Divergence, find_divergence
 
 NO_EPOCH = -1
@@ -115,6 +122,10 @@ class PartitionPosition:
     # Set when validating because the fetch offset was above the log end.
     out_of_range_high: bool = False
     consumed_epochs: list[tuple[int, int | None]] = field(default_factory=list)
+    # KIP-392: the replica the leader sent this partition's fetches to, until when
+    # (monotonic seconds); the leader tells again once that passes (metadata.max.age.ms).
+    read_replica: int | None = None
+    read_replica_until: float = 0.0
     # The consumer's counts (truncations found, resets made), shared by its positions.
     counts: ConsumerCounts = field(default_factory=ConsumerCounts)
 
@@ -139,6 +150,22 @@ class PartitionPosition:
     def can_reset(self) -> bool:
         return self.phase is Phase.AWAIT_RESET and self.leader is not None
 
+    def fetch_from(self, now: float) -> int | None:
+        """The broker to fetch from: the preferred read replica while it lasts, else the
+        leader (ListOffsets and OffsetsForLeaderEpoch always go to the leader)."""
+        if self.read_replica is not None and now < self.read_replica_until:
+            return self.read_replica
+        return self.leader
+
+    def prefer_replica(self, replica: int, until: float) -> None:
+        self.read_replica = replica
+        self.read_replica_until = until
+
+    def leave_read_replica(self) -> int | None:
+        """Fetch from the leader again; the replica left, if there was one."""
+        replica, self.read_replica = self.read_replica, None
+        return replica
+
     # -- transitions -------------------------------------------------------------------
 
     def seek(self, offset: int, epoch: int | None = None) -> None:
@@ -154,6 +181,8 @@ class PartitionPosition:
         """Metadata named the leader; a new epoch means validating before fetching.
         Returns True if the partition now awaits validation because of it."""
         changed = self.leader_epoch is not None and leader_epoch != self.leader_epoch
+        if leader != self.leader or changed:
+            self.read_replica = None  # the new leader may send it elsewhere
         self.leader = leader if leader >= 0 else None
         self.leader_epoch = leader_epoch
         if changed:
@@ -164,6 +193,7 @@ class PartitionPosition:
         """FENCED_LEADER_EPOCH or NOT_LEADER_OR_FOLLOWER: forget the leader until
         metadata names one, and validate against it."""
         self.leader = None
+        self.read_replica = None
         return self._revalidate()
 
     def _revalidate(self) -> bool:
@@ -252,3 +282,25 @@ class PartitionPosition:
         self.offset = next_offset
         self.offset_epoch = epoch if epoch >= 0 else None
         self.last_timestamp = timestamp
+
+
+def failure(positions: Mapping[TopicPartition, PartitionPosition]) -> Exception | None:
+    """What ``poll`` raises for failed positions (``auto.offset.reset`` none): a
+    truncation first, then offsets below the log start, then positions never set."""
+    failed = {tp: p for tp, p in positions.items() if p.phase is Phase.FAILED}
+    if not failed:
+        return None
+    truncated = {
+        tp: p
+        for tp, p in failed.items()
+        if p.cause in (ResetCause.TRUNCATION_KNOWN, ResetCause.TRUNCATION_UNKNOWN)
+    }
+    if truncated:
+        return LogTruncationError(
+            {tp: p.divergence for tp, p in truncated.items()},
+            {tp: p.offset for tp, p in truncated.items() if p.offset is not None},
+        )
+    low = {tp: p.offset for tp, p in failed.items() if p.cause is ResetCause.OUT_OF_RANGE_LOW}
+    if low:
+        return OffsetOutOfRangeError({tp: o for tp, o in low.items() if o is not None})
+    return NoOffsetForPartitionError(sorted(failed))

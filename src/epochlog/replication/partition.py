@@ -54,13 +54,22 @@ class FollowerReplica:
 
     broker_id: int
     log_end_offset: int = UNKNOWN_OFFSET
+    # As its last fetch said (-1: not said); KIP-392 reads go only where it holds the offset.
+    log_start_offset: int = UNKNOWN_OFFSET
     # The leader epoch its last accepted fetch carried (it passed the fencing check).
     fetch_epoch: int = -1
     last_caught_up_ms: int = 0
     last_fetch_ms: int = 0
     leader_end_at_last_fetch: int = UNKNOWN_OFFSET
 
-    def record_fetch(self, fetch_offset: int, epoch: int, leader_end: int, now_ms: int) -> None:
+    def record_fetch(
+        self,
+        fetch_offset: int,
+        epoch: int,
+        leader_end: int,
+        now_ms: int,
+        log_start_offset: int = UNKNOWN_OFFSET,
+    ) -> None:
         """Kafka's rule for "caught up": the fetch reached the leader's log end, or at
         least the end the leader had at the follower's previous fetch."""
         if fetch_offset >= leader_end:
@@ -68,6 +77,7 @@ class FollowerReplica:
         elif fetch_offset >= self.leader_end_at_last_fetch >= 0:
             self.last_caught_up_ms = max(self.last_caught_up_ms, self.last_fetch_ms)
         self.log_end_offset = fetch_offset
+        self.log_start_offset = log_start_offset
         self.fetch_epoch = epoch
         self.leader_end_at_last_fetch = leader_end
         self.last_fetch_ms = now_ms
@@ -242,14 +252,21 @@ class Partition:
         return result
 
     def record_follower_fetch(
-        self, replica_id: int, fetch_offset: int, fetch_epoch: int, now_ms: int
+        self,
+        replica_id: int,
+        fetch_offset: int,
+        fetch_epoch: int,
+        now_ms: int,
+        log_start_offset: int = UNKNOWN_OFFSET,
     ) -> bool:
         """A replica fetch passed the epoch check: note where the follower is. Returns
         whether the high watermark moved."""
         follower = self.followers.get(replica_id)
         if follower is None or not self.is_leader:
             return False
-        follower.record_fetch(fetch_offset, fetch_epoch, self.log.log_end_offset, now_ms)
+        follower.record_fetch(
+            fetch_offset, fetch_epoch, self.log.log_end_offset, now_ms, log_start_offset
+        )
         return self.maybe_advance_high_watermark()
 
     def _high_watermark_replicas(self) -> list[int]:

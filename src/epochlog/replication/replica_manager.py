@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -17,6 +17,7 @@ from epochlog.protocol.control import build_marker_batch
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.replication.fetcher import EndpointOf, ReplicaFetcherManager
 from epochlog.replication.partition import Partition, StateChange
+from epochlog.replication.replica_selector import preferred_read_replica
 from epochlog.replication.settings import ReplicationSettings
 from epochlog.seams.tasks import BackgroundTasks
 from epochlog.seams.waiting import Signal
@@ -276,16 +277,41 @@ class ReplicaManager:
         return [ErrorCode.REQUEST_TIMED_OUT if a is None else a for a in answers]
 
     def record_follower_fetch(
-        self, partition: Partition, replica_id: int, fetch_offset: int, fetch_epoch: int
+        self,
+        partition: Partition,
+        replica_id: int,
+        fetch_offset: int,
+        fetch_epoch: int,
+        log_start_offset: int = -1,
     ) -> None:
         """A follower fetched at ``fetch_offset`` in ``fetch_epoch``: move the HW, and
         propose adding it to the ISR once it is in sync."""
         now_ms = self._now_ms()
-        if partition.record_follower_fetch(replica_id, fetch_offset, fetch_epoch, now_ms):
+        moved = partition.record_follower_fetch(
+            replica_id, fetch_offset, fetch_epoch, now_ms, log_start_offset
+        )
+        if moved:
             self._changed.fire()
         new_isr = partition.isr_expansion(now_ms)
         if new_isr is not None:
             self._propose(partition, new_isr, "expand")
+
+    def preferred_read_replica(
+        self,
+        partition: Partition,
+        client_rack: str,
+        fetch_offset: int,
+        racks: Mapping[int, str | None],
+    ) -> int | None:
+        """KIP-392: the follower ``replica.selector.class`` sends a consumer to, if any."""
+        return preferred_read_replica(
+            self.settings.replica_selector_class,
+            partition,
+            client_rack,
+            fetch_offset,
+            racks,
+            self._now_ms(),
+        )
 
     def _propose(self, partition: Partition, new_isr: list[int], why: str) -> None:
         if self._propose_isr is None:

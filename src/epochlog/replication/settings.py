@@ -17,6 +17,7 @@ class ReplicationSettings:
     replica_fetch_response_max_bytes: int = bound(BROKER, "replica.fetch.response.max.bytes")
     replica_fetch_backoff_ms: int = bound(BROKER, "replica.fetch.backoff.ms")
     replica_socket_timeout_ms: int = bound(BROKER, "replica.socket.timeout.ms")
+    replica_selector_class: str = bound(BROKER, "replica.selector.class")
 
     def __post_init__(self) -> None:
         if self.replica_fetch_wait_max_ms > self.replica_socket_timeout_ms:

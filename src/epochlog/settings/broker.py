@@ -18,6 +18,7 @@ from epochlog.settings.registry import (
     items,
     number,
 )
+from epochlog.settings.replica_selector import REPLICA_SELECTOR_SETTINGS
 from epochlog.settings.security import SECURITY_SETTINGS
 
 SERVER = "Server"
@@ -67,7 +68,7 @@ _SERVER = _section(
         ),
         ("log.dirs", TEXT, "", "Comma-separated log directories (required)."),
         ("log.dir", TEXT, "", "The log directory when log.dirs is not set."),
-        ("broker.rack", TEXT, "", "The broker's rack, reported in Metadata."),
+        ("broker.rack", TEXT, "", "The broker's rack, in Metadata and matched to client.rack."),
         (
             "num.partitions",
             _INT_COUNT,
@@ -578,6 +579,7 @@ BROKER = Registry(
     + _LOG
     + _LOG_MANAGER
     + _REPLICATION
+    + REPLICA_SELECTOR_SETTINGS
     + _GROUPS
     + _TRANSACTIONS
     + _CONTROLLER

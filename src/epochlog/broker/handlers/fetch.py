@@ -1,10 +1,11 @@
 """Fetch: read record batches up to the high watermark (consumers; the last stable
 offset under read_committed, with the aborted transactions of the range read) or the
 log end (replicas), after KIP-320's checks (CurrentLeaderEpoch from v9, LastFetchedEpoch →
-DivergingEpoch from v12). A replica's fetch also tells the leader where that follower
-is, which moves the high watermark and the ISR. From v7 a fetch may be part of a fetch
-session (KIP-227, ``broker/fetch_sessions.py``): an incremental fetch reads every
-partition of its session and answers only those with news."""
+DivergingEpoch from v12). From v11 a consumer may fetch from a follower, and a leader may
+send it to one (KIP-392, ``broker/follower_reads.py``). A replica's fetch also tells the
+leader where that follower is, which moves the high watermark and the ISR. From v7 a
+fetch may be part of a fetch session (KIP-227, ``broker/fetch_sessions.py``): an
+incremental fetch reads every partition of its session and answers only those with news."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import uuid
 from typing import Any
 
 from epochlog.broker.fetch_sessions import CachedPartition, FetchContext, PartitionKey
+from epochlog.broker.follower_reads import FollowerReads, not_hosted_error
 from epochlog.broker.handlers.context import HandlerContext
 from epochlog.broker.responses import RawResponse, error_code
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
@@ -45,18 +47,19 @@ def _read_partition(
     isolation: int,
     budget: _Budget,
     replica_id: int,
+    follower_reads: FollowerReads,
 ) -> tuple[PartitionData, int]:
     """What is read of one partition, and its leader epoch here (told to a session)."""
     result = PartitionData(fetch.partition)
     try:
         partition = broker.replica_manager.partition(topic, fetch.partition)
-    except KafkaError as exc:
-        result.error_code = exc.code
+    except KafkaError:
+        result.error_code = not_hosted_error(broker, topic, fetch.partition)
         return result, NO_EPOCH
     leader_epoch = partition.leader_epoch
     try:
         current_epoch = fetch.current_leader_epoch
-        partition.check_leader(current_epoch)
+        partition.check_leader(current_epoch, follower_reads.require_leader(partition))
         is_replica = replica_id >= 0
         if is_replica and replica_id not in partition.state.replicas:
             raise KafkaError(
@@ -79,16 +82,21 @@ def _read_partition(
                 return result, leader_epoch
         if is_replica and log.log_start_offset <= fetch.fetch_offset <= log.log_end_offset:
             broker.replica_manager.record_follower_fetch(
-                partition, replica_id, fetch.fetch_offset, current_epoch
+                partition, replica_id, fetch.fetch_offset, current_epoch, fetch.log_start_offset
             )
         high_watermark = partition.high_watermark
         last_stable = partition.last_stable_offset()
         result.high_watermark = high_watermark
         result.last_stable_offset = last_stable
+        # A leader may send a consumer elsewhere (KIP-392): no records, the watermarks.
+        result.preferred_read_replica = follower_reads.preferred(partition, fetch.fetch_offset)
+        if result.preferred_read_replica >= 0:
+            return result, leader_epoch
         max_bytes = min(fetch.partition_max_bytes, budget.remaining)
         if is_replica:
             limit = None
         else:
+            # On a follower: the high watermark the leader propagated, never its log end.
             limit = last_stable if isolation == READ_COMMITTED else high_watermark
         read = log.read(
             fetch.fetch_offset, max_bytes, max_offset=limit, min_one_batch=not budget.read_any
@@ -195,6 +203,13 @@ def _read_all(
     budget = _Budget(request.max_bytes if version >= 3 else 1 << 31)
     reads: list[Read] = []
     any_error = False
+    follower_reads = FollowerReads(
+        broker,
+        session.listener,
+        request.replica_id,
+        version,
+        request.rack_id if version >= 11 else None,
+    )
     allowed_topics: dict[str, bool] = {}
     names: dict[uuid.UUID, str | None] = {}
     for fetch in partitions:
@@ -222,9 +237,12 @@ def _read_all(
                     request.isolation_level,
                     budget,
                     request.replica_id,
+                    follower_reads,
                 )
         reads.append((fetch, data, leader_epoch))
+        # An error, a divergence or a redirect to another replica is answered at once.
         any_error |= data.error_code != 0 or data.diverging_epoch is not None
+        any_error |= data.preferred_read_replica >= 0
     return reads, budget, any_error
 
 
