@@ -23,7 +23,6 @@ from epochlog.seams.socket_stream import (
 log = logging.getLogger("epochlog.network")
 
 
-
 class RealClock:
     def time_ms(self) -> int:
         return time.time_ns() // 1_000_000

@@ -34,6 +34,7 @@ from epochlog.storage.cleaner import CLEANER_CHECKPOINT, LogCleaner, dirty_ratio
 from epochlog.storage.compaction_lag import cleanable_up_to, compaction_overdue
 from epochlog.storage.config import LogConfig
 from epochlog.storage.log import Log
+from epochlog.storage.quarantine import QUARANTINE_DIR
 from epochlog.storage.scrubber import Scrubber
 
 logger = logging.getLogger("epochlog.storage")
@@ -223,6 +224,36 @@ class LogManager:
         self._first_dirty.pop(tp, None)
         log.delete()
         return True
+
+    def retire_log(self, topic: str, partition: int, keep_from: int, reason: str) -> None:
+        """This broker left the partition's replicas (a reassignment moved it away):
+        what the log holds from ``keep_from`` (its high watermark) on, which the replicas
+        left in sync may lack, goes to quarantine; the rest, which every one of them
+        holds, is deleted. The quarantine stays in the partition's folder, never
+        deleted with it (a folder left with only that loads as an empty log)."""
+        tp = (topic, partition)
+        log = self._logs.pop(tp, None)
+        if log is None:
+            return
+        self._dir_of.pop(tp)
+        self._first_dirty.pop(tp, None)
+        if keep_from < log.log_end_offset:
+            log.truncate_to(max(keep_from, log.log_start_offset), reason)
+        if not log.quarantine.list():
+            log.delete()
+            return
+        log.close()
+        for name in self.disk.listdir(log.directory):
+            path = f"{log.directory}/{name}"
+            if name == QUARANTINE_DIR:
+                continue
+            if self.disk.exists(path + "/"):
+                self.disk.rmtree(path)
+            else:
+                self.disk.remove(path)
+        logger.info(
+            "%s-%d: log deleted, its quarantine kept in %s", topic, partition, log.directory
+        )
 
     # -- periodic work -----------------------------------------------------------------
 
