@@ -28,24 +28,37 @@ LONG_SESSION = {"zookeeper.session.timeout.ms": "30000"}
 
 
 def admin(cluster: Cluster) -> KafkaAdminClient:
-    return KafkaAdminClient(bootstrap_servers=cluster.live_bootstrap())
+    """kafka-python's admin client, connected to the controller already: while a broker
+    is SIGSTOPped, it then sends to a connected broker rather than maybe the paused one."""
+    client = KafkaAdminClient(bootstrap_servers=cluster.live_bootstrap())
+    client.list_partition_reassignments()
+    return client
 
 
-def ongoing(cluster: Cluster) -> dict[KpTopicPartition, dict[str, list[int]]]:
-    client = admin(cluster)
-    try:
+def ongoing(
+    cluster: Cluster, client: KafkaAdminClient | None = None
+) -> dict[KpTopicPartition, dict[str, list[int]]]:
+    """ListPartitionReassignments through kafka-python (a new client unless given)."""
+    if client is not None:
         return client.list_partition_reassignments()
-    finally:
-        client.close()
-
-
-def reassign(cluster: Cluster, replicas: list[int] | None) -> object:
-    """AlterPartitionReassignments of TOPIC-0; the partition's error (None: accepted)."""
-    client = admin(cluster)
+    fresh = admin(cluster)
     try:
-        return client.alter_partition_reassignments({TP: replicas})[TP]
+        return fresh.list_partition_reassignments()
     finally:
-        client.close()
+        fresh.close()
+
+
+def reassign(
+    cluster: Cluster, replicas: list[int] | None, client: KafkaAdminClient | None = None
+) -> object:
+    """AlterPartitionReassignments of TOPIC-0; the partition's error (None: accepted)."""
+    if client is not None:
+        return client.alter_partition_reassignments({TP: replicas})[TP]
+    fresh = admin(cluster)
+    try:
+        return fresh.alter_partition_reassignments({TP: replicas})[TP]
+    finally:
+        fresh.close()
 
 
 def partition(cluster: Cluster) -> object:
@@ -107,10 +120,11 @@ def test_reassignment_held_open_is_listed_and_cancels_back_to_the_original_repli
         before = partition(cluster)
 
         def hold_open_then_cancel() -> None:
+            client = admin(cluster)
             cluster.pause(z)  # registered still, but it can never catch up
-            assert reassign(cluster, [z, y]) is None
-            eventually(lambda: TP in ongoing(cluster), 30, "the reassignment to be listed")
-            listed = ongoing(cluster)[TP]
+            assert reassign(cluster, [z, y], client) is None
+            eventually(lambda: TP in ongoing(cluster, client), 30, "the reassignment listed")
+            listed = ongoing(cluster, client)[TP]
             assert listed == {
                 "replicas": [z, y, x],
                 "adding_replicas": [z],
@@ -118,8 +132,9 @@ def test_reassignment_held_open_is_listed_and_cancels_back_to_the_original_repli
             }
             # Held open: the new replica is not in the ISR, so nothing completes.
             assert z not in partition(cluster).isr
-            assert reassign(cluster, None) is None
-            eventually(lambda: not ongoing(cluster), 30, "the cancelled reassignment gone")
+            assert reassign(cluster, None, client) is None
+            eventually(lambda: not ongoing(cluster, client), 30, "the cancelled one gone")
+            client.close()
             cluster.resume(z)
 
         produce_across(cluster, hold_open_then_cancel)
@@ -143,9 +158,11 @@ def test_controller_sigkilled_mid_reassignment_leaves_the_next_one_to_complete_i
         old_epoch = partition(cluster).leader_epoch
 
         def move_across_failover() -> None:
+            client = admin(cluster)
             cluster.pause(new)
-            assert reassign(cluster, [new, other]) is None
-            eventually(lambda: TP in ongoing(cluster), 30, "the reassignment to be listed")
+            assert reassign(cluster, [new, other], client) is None
+            eventually(lambda: TP in ongoing(cluster, client), 30, "the reassignment listed")
+            client.close()
             cluster.kill(controller)
             eventually(
                 lambda: cluster.controller_id() not in (-1, controller), 60, "a new controller"
@@ -161,3 +178,23 @@ def test_controller_sigkilled_mid_reassignment_leaves_the_next_one_to_complete_i
         moved = partition(cluster)
         assert moved.leader == new and moved.leader_epoch > old_epoch
         eventually(lambda: segments_of(cluster, leader) == [], 30, "the old leader's copy gone")
+
+
+def test_bad_reassignments_get_kafkas_errors_and_change_nothing(tmp_path: Path) -> None:
+    with running_cluster(tmp_path, f"sqlite://{tmp_path}/metastore.db") as cluster:
+        cluster.create_topic(TOPIC, assignment=[[0, 1]])
+        before = partition(cluster)
+        client = admin(cluster)
+        try:
+            unknown = client.alter_partition_reassignments(
+                {KpTopicPartition("absent", 0): [0, 1], KpTopicPartition(TOPIC, 5): [0, 1]}
+            )
+            assert set(unknown.values()) == {kafka.errors.UnknownTopicOrPartitionError}
+            for bad in ([0, 7], [1, 1]):
+                refused = reassign(cluster, bad, client)
+                assert refused is kafka.errors.InvalidReplicationAssignmentError, bad
+            assert reassign(cluster, None, client) is kafka.errors.NoReassignmentInProgressError
+            assert ongoing(cluster, client) == {}
+        finally:
+            client.close()
+        assert partition(cluster) == before
