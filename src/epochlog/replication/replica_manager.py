@@ -169,8 +169,8 @@ class ReplicaManager:
             partition.topic,
             partition.index,
             partition.high_watermark,
-            f"this replica left the assignment (replicas {state.replicas}) above its"
-            f" high watermark {partition.high_watermark}",
+            f"this replica left the assignment (replicas now {state.replicas}); its high"
+            f" watermark was {partition.high_watermark}",
         )
 
     def apply_partition_state(self, partition: Partition, state: PartitionState) -> StateChange:

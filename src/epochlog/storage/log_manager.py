@@ -239,6 +239,14 @@ class LogManager:
         self._first_dirty.pop(tp, None)
         if keep_from < log.log_end_offset:
             log.truncate_to(max(keep_from, log.log_start_offset), reason)
+        logger.info(
+            "%s-%d: deleting offsets %d..%d, held by every replica left in sync (%s)",
+            topic,
+            partition,
+            log.log_start_offset,
+            log.log_end_offset - 1,
+            reason,
+        )
         if not log.quarantine.list():
             log.delete()
             return
@@ -251,9 +259,7 @@ class LogManager:
                 self.disk.rmtree(path)
             else:
                 self.disk.remove(path)
-        logger.info(
-            "%s-%d: log deleted, its quarantine kept in %s", topic, partition, log.directory
-        )
+        logger.info("%s-%d: its quarantine stays in %s", topic, partition, log.directory)
 
     # -- periodic work -----------------------------------------------------------------
 
