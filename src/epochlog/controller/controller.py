@@ -228,12 +228,15 @@ class Controller:
         if not bounced:
             return await self._decide_topics(set(epochs), preferred_election)
         log.warning("brokers %s restarted: handled as failed, then as new", sorted(bounced))
-        await self._decide_topics(set(epochs) - bounced, preferred_election)
+        # Reassignments wait for the second step: one onto a restarted broker is valid.
+        await self._decide_topics(set(epochs) - bounced, preferred_election, take_moves=False)
         names = await self._decide_topics(set(epochs), False)
         await self._take_in(known, known_version, epochs, set())
         return names
 
-    async def _decide_topics(self, live: set[int], preferred_election: bool) -> set[str]:
+    async def _decide_topics(
+        self, live: set[int], preferred_election: bool, take_moves: bool = True
+    ) -> set[str]:
         """Decide every topic's partitions for these live brokers and write what changed;
         returns the names of the topics that exist."""
         started = self.clock.monotonic()
@@ -243,7 +246,11 @@ class Controller:
             preferred_election = True
         to_delete = set(await self.store.children(layout.DELETE_TOPICS))
         isr_requests = await self._read_requests(layout.ISR_CHANGE, IsrChangeRequest.decode)
-        moves = await self._read_requests(layout.REASSIGN_PARTITIONS, ReassignRequest.decode)
+        moves = (
+            await self._read_requests(layout.REASSIGN_PARTITIONS, ReassignRequest.decode)
+            if take_moves
+            else {}
+        )
         names = set(await self.store.children(layout.TOPICS))
         for name in sorted(names):
             path = layout.topic_path(name)
