@@ -230,7 +230,9 @@ class LogManager:
         what the log holds from ``keep_from`` (its high watermark) on, which the replicas
         left in sync may lack, goes to quarantine; the rest, which every one of them
         holds, is deleted. The quarantine stays in the partition's folder, never
-        deleted with it (a folder left with only that loads as an empty log)."""
+        deleted with it (a folder left with only that loads as an empty log; one
+        named ``.retiring``, left by a crash midway, is listed by the quarantine tools
+        and never loaded)."""
         tp = (topic, partition)
         log = self._logs.pop(tp, None)
         if log is None:
@@ -250,15 +252,13 @@ class LogManager:
         if not log.quarantine.list():
             log.delete()
             return
-        log.close()
-        for name in self.disk.listdir(log.directory):
-            path = f"{log.directory}/{name}"
-            if name == QUARANTINE_DIR:
-                continue
-            if self.disk.exists(path + "/"):
-                self.disk.rmtree(path)
-            else:
-                self.disk.remove(path)
+        # The quarantine steps aside while the folder goes as a deleted topic's does,
+        # then comes back to where its descriptions say its files are.
+        aside = f"{log.directory}.retiring"
+        self.disk.makedirs(aside)
+        self.disk.rename(f"{log.directory}/{QUARANTINE_DIR}", f"{aside}/{QUARANTINE_DIR}")
+        log.delete()
+        self.disk.rename(aside, log.directory)
         logger.info("%s-%d: its quarantine stays in %s", topic, partition, log.directory)
 
     # -- periodic work -----------------------------------------------------------------
