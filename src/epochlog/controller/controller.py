@@ -3,10 +3,10 @@
 It is level-triggered: any change it watches (brokers joining or leaving, topics created,
 deletion requests, ISR proposals, reassignment requests, controlled shutdowns) schedules
 one reconciliation that reads the whole cluster state and writes every partition whose
-state must change. Each
-write is a metastore transaction that also checks the controller epoch node's version,
-so a controller that was deposed (its session expired, another took over) cannot change
-anything; brokers in turn ignore states stamped with an older controller epoch.
+state must change. Each write is a metastore transaction that also checks the controller
+epoch node's version, so a controller that was deposed (its session expired, another
+took over) cannot change anything; brokers in turn ignore states stamped with an older
+controller epoch.
 """
 
 from __future__ import annotations
