@@ -401,6 +401,7 @@ async def _metadata(port: int, topic: str) -> dict[str, Any]:
                 p.leader_epoch,
                 list(p.isr_nodes),
                 list(p.offline_replicas),
+                list(p.replica_nodes),
             )
             for p in sorted(entry.partitions, key=lambda p: p.partition_index)
         ],
@@ -414,6 +415,7 @@ class PartitionView:
     leader_epoch: int
     isr: list[int]
     offline: list[int]
+    replicas: list[int]
 
 
 async def _cluster(port: int) -> tuple[int, set[int]]:

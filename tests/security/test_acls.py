@@ -24,7 +24,11 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from kafka.protocol.admin import DescribeAclsRequest
+from kafka.protocol.admin import (
+    AlterPartitionReassignmentsRequest,
+    DescribeAclsRequest,
+    ListPartitionReassignmentsRequest,
+)
 from kafka.protocol.consumer import OffsetForLeaderEpochRequest
 
 from epochlog.client.connection import BrokerConnection
@@ -401,3 +405,39 @@ def test_a_transactional_producer_needs_write_on_its_transactional_id(
     # Ten records and the commit marker, which the coordinator writes once EndTxn is
     # answered (a WriteTxnMarkers as User:broker): read_committed's end moves past both.
     wait_until(lambda: end_offset(admin, "txn-orders") == 11, BOUND_S, "the commit marker")
+
+
+def test_partition_reassignments_need_alter_and_describe_on_the_cluster(
+    acl_broker: tuple[BrokerProcess, int], user_certs: UserCerts, as_user: Any
+) -> None:
+    port = acl_broker[1]
+    create_topic(as_user("admin"), "moves")
+    cancel = AlterPartitionReassignmentsRequest(
+        timeout_ms=10000,
+        topics=[
+            AlterPartitionReassignmentsRequest.ReassignableTopic(
+                name="moves",
+                partitions=[
+                    AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition(
+                        partition_index=0, replicas=None
+                    )
+                ],
+            )
+        ],
+    )
+    listing = ListPartitionReassignmentsRequest(timeout_ms=10000, topics=None)
+
+    def alter_errors() -> tuple[int, int]:
+        answer = send_as(user_certs, port, "alice", cancel, 0)
+        return answer.error_code, answer.responses[0].partitions[0].error_code
+
+    refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert alter_errors() == (refused, refused)
+    assert send_as(user_certs, port, "alice", listing, 0).error_code == refused
+    admin = as_user("admin")
+    add_acls(
+        admin, allow("User:alice", AclOperation.DESCRIBE, "kafka-cluster", ResourceType.BROKER)
+    )
+    assert send_as(user_certs, port, "alice", listing, 0).error_code == ErrorCode.NONE
+    add_acls(admin, allow("User:alice", AclOperation.ALTER, "kafka-cluster", ResourceType.BROKER))
+    assert alter_errors() == (ErrorCode.NONE, ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)

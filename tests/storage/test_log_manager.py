@@ -1,4 +1,5 @@
 import asyncio
+import json
 import os
 
 from epochlog.storage.checkpoints import OffsetCheckpointFile
@@ -57,6 +58,31 @@ def test_delete_log_removes_its_directory(disk, clock, tmp_path):
     assert m.delete_log("t", 0)
     assert not any(n.startswith("t-0") for n in os.listdir(tmp_path / "d1"))
     assert m.get_log("t", 0) is None
+
+
+def test_a_retired_log_keeps_what_lies_above_the_high_watermark_in_quarantine(
+    disk, clock, tmp_path
+):
+    m = manager(disk, clock, tmp_path)
+    log = m.create_log("t", 0)
+    log.append_as_leader(batch(5), 1)
+    log.append_as_leader(batch(3), 1)
+    m.retire_log("t", 0, 5, "left the assignment")
+    folder = tmp_path / "d1" / "t-0"
+    assert m.get_log("t", 0) is None
+    assert [p.name for p in folder.iterdir()] == ["quarantine"]
+    (kept,) = [p for p in (folder / "quarantine").glob("*.json")]
+    assert (
+        json.loads(kept.read_text())["first_offset"],
+        json.loads(kept.read_text())["last_offset"],
+    ) == (5, 7)
+
+
+def test_a_retired_log_with_nothing_above_the_high_watermark_goes_whole(disk, clock, tmp_path):
+    m = manager(disk, clock, tmp_path)
+    m.create_log("t", 0).append_as_leader(batch(5), 1)
+    m.retire_log("t", 0, 5, "left the assignment")
+    assert not any(n.startswith("t-0") for n in os.listdir(tmp_path / "d1"))
 
 
 def test_background_loop_runs_retention_and_checkpoints_on_the_clock(disk, clock, tmp_path):

@@ -18,10 +18,11 @@ from collections.abc import Callable
 from epochlog.broker.metadata_cache import MetadataCache
 from epochlog.controller import elections
 from epochlog.metadata import layout
-from epochlog.metadata.layout import IsrChangeRequest, TopicNode
+from epochlog.metadata.layout import IsrChangeRequest, ReassignRequest, TopicNode
 from epochlog.metadata.model import BrokerEndpoint, PartitionState, TopicMetadata
 from epochlog.metastore import (
     BadVersionError,
+    Create,
     Metastore,
     MetastoreError,
     NodeExistsError,
@@ -380,6 +381,35 @@ class ClusterLink:
         if state is not None and state.leader_epoch == leader_epoch and set(state.isr) == set(isr):
             return state
         return None
+
+    async def request_reassignments(self, moves: list[ReassignRequest], timeout_s: float) -> bool:
+        """File reassignment requests for the controller (one node per partition, all in
+        one transaction); True once it has taken every one up within ``timeout_s``."""
+        if not moves:
+            return True
+        paths = await self.store.multi(
+            [
+                Create(f"{layout.REASSIGN_PARTITIONS}/req-", move.encode(), sequential=True)
+                for move in moves
+            ]
+        )
+        taken_up = asyncio.Event()
+        watch = await self.store.watch_children(
+            layout.REASSIGN_PARTITIONS, lambda _e: taken_up.set()
+        )
+        try:
+            deadline = self.clock.monotonic() + timeout_s
+            while True:
+                pending = set(await self.store.children(layout.REASSIGN_PARTITIONS))
+                if not any(str(path).rsplit("/", 1)[1] in pending for path in paths):
+                    return True
+                remaining = deadline - self.clock.monotonic()
+                if remaining <= 0:
+                    return False
+                taken_up.clear()
+                await wait_event(self.clock, taken_up, min(remaining, 0.5))
+        finally:
+            watch.cancel()
 
     async def request_preferred_election(self) -> None:
         """Ask the controller to move leaders back to their preferred replicas."""

@@ -5,6 +5,7 @@ epochlog up --brokers N    run a local cluster of N broker processes on loopback
 epochlog topics ...        create, delete, list and describe topics
 epochlog groups ...        list and describe consumer groups (offsets with epochs, lag)
 epochlog records delete    move partitions' log start forward (kafka-delete-records.sh)
+epochlog reassign ...      move partitions between brokers (kafka-reassign-partitions.sh)
 epochlog status            leaders, epochs, ISR, high watermarks, replica logs
 epochlog users ...         add, list and remove SCRAM users
 epochlog console           a web console: brokers, partitions, groups, truncations, live
@@ -29,7 +30,7 @@ from epochlog.broker.broker import Broker
 from epochlog.broker.config import BrokerConfig, parse_properties
 from epochlog.broker.process_memory import keep_large_buffers
 from epochlog.chaos.command import add_chaos_arguments
-from epochlog.cli import acl_commands, admin_commands, users
+from epochlog.cli import acl_commands, admin_commands, reassign_commands, users
 from epochlog.cli.logs import configure_logging
 from epochlog.client.errors import ClientError
 from epochlog.demo import add_arguments as add_demo_arguments
@@ -272,6 +273,11 @@ def _cmd_acls(args: argparse.Namespace) -> int:
     return _run(lambda: acl_commands.run(client, args))
 
 
+def _cmd_reassign(args: argparse.Namespace) -> int:
+    client = _client(args)
+    return _run(lambda: reassign_commands.run(client, args))
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from epochlog.demo import run_from_args
 
@@ -352,6 +358,13 @@ def build_parser() -> argparse.ArgumentParser:
     records.add_argument("--offset-json-file", help="kafka-delete-records.sh's JSON")
     _add_client_arguments(records)
     records.set_defaults(func=_cmd_records)
+
+    reassign = sub.add_parser(
+        "reassign", help="move partitions between brokers (kafka-reassign-partitions.sh)"
+    )
+    reassign_commands.add_arguments(reassign)
+    _add_client_arguments(reassign, json_out=False)
+    reassign.set_defaults(func=_cmd_reassign)
 
     status = sub.add_parser("status", help="per-partition leadership and offsets")
     _add_client_arguments(status)

@@ -1,11 +1,12 @@
 """The controller: one broker at a time, elected through the metastore.
 
 It is level-triggered: any change it watches (brokers joining or leaving, topics created,
-deletion requests, ISR proposals, controlled shutdowns) schedules one reconciliation that
-reads the whole cluster state and writes every partition whose state must change. Each
-write is a metastore transaction that also checks the controller epoch node's version,
-so a controller that was deposed (its session expired, another took over) cannot change
-anything; brokers in turn ignore states stamped with an older controller epoch.
+deletion requests, ISR proposals, reassignment requests, controlled shutdowns) schedules
+one reconciliation that reads the whole cluster state and writes every partition whose
+state must change. Each write is a metastore transaction that also checks the controller
+epoch node's version, so a controller that was deposed (its session expired, another
+took over) cannot change anything; brokers in turn ignore states stamped with an older
+controller epoch.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
-from epochlog.controller import elections
+from epochlog.controller import elections, reassignment
 from epochlog.metadata import layout
-from epochlog.metadata.layout import IsrChangeRequest, TopicNode
+from epochlog.metadata.layout import IsrChangeRequest, ReassignRequest, TopicNode
 from epochlog.metadata.model import PartitionState
 from epochlog.metastore import (
     BadVersionError,
@@ -38,6 +41,7 @@ from epochlog.settings.registry import Settings, bind, bound
 log = logging.getLogger("epochlog.controller")
 
 UNINITIALIZED_EPOCH = -1
+Request = TypeVar("Request", IsrChangeRequest, ReassignRequest)
 
 
 @dataclass(frozen=True)
@@ -131,6 +135,7 @@ class Controller:
             layout.DELETE_TOPICS,
             layout.CONTROLLED_SHUTDOWN,
             layout.ISR_CHANGE,
+            layout.REASSIGN_PARTITIONS,
         ):
             self._watches.append(await self.store.watch_children(path, self._poke))
         self._watches.append(
@@ -230,12 +235,15 @@ class Controller:
         if not bounced:
             return await self._decide_topics(set(epochs), preferred_election)
         log.warning("brokers %s restarted: handled as failed, then as new", sorted(bounced))
-        await self._decide_topics(set(epochs) - bounced, preferred_election)
+        # Reassignments wait for the second step: one onto a restarted broker is valid.
+        await self._decide_topics(set(epochs) - bounced, preferred_election, take_moves=False)
         names = await self._decide_topics(set(epochs), False)
         await self._take_in(known, known_version, epochs, set())
         return names
 
-    async def _decide_topics(self, live: set[int], preferred_election: bool) -> set[str]:
+    async def _decide_topics(
+        self, live: set[int], preferred_election: bool, take_moves: bool = True
+    ) -> set[str]:
         """Decide every topic's partitions for these live brokers and write what changed;
         returns the names of the topics that exist."""
         started = self.clock.monotonic()
@@ -244,7 +252,12 @@ class Controller:
         if requested is not None:
             preferred_election = True
         to_delete = set(await self.store.children(layout.DELETE_TOPICS))
-        isr_requests = await self._read_isr_requests()
+        isr_requests = await self._read_requests(layout.ISR_CHANGE, IsrChangeRequest.decode)
+        moves = (
+            await self._read_requests(layout.REASSIGN_PARTITIONS, ReassignRequest.decode)
+            if take_moves
+            else {}
+        )
         names = set(await self.store.children(layout.TOPICS))
         for name in sorted(names):
             path = layout.topic_path(name)
@@ -260,10 +273,13 @@ class Controller:
                 continue
             node = TopicNode.decode(name, data)
             elected: list[PartitionState] = []
-            changed = self._decide(
-                node, live, shutting_down, preferred_election, isr_requests, elected
+            changed = self._apply_moves(node, live, moves.get(name, {}))
+            changed = (
+                self._decide(node, live, shutting_down, preferred_election, isr_requests, elected)
+                or changed
             )
             ops: list = [Delete(f"{layout.ISR_CHANGE}/{seq}") for seq in isr_requests.pop(name, {})]
+            ops += [Delete(f"{layout.REASSIGN_PARTITIONS}/{seq}") for seq in moves.pop(name, {})]
             if changed:
                 node.controller_epoch = self.epoch
                 ops.append(SetData(path, node.encode(), stat.version))
@@ -274,9 +290,17 @@ class Controller:
         for name in to_delete - names:
             await self._fenced_write([Delete(f"{layout.DELETE_TOPICS}/{name}")])
         # Proposals for topics that no longer exist are answered by their removal.
-        stale = [seq for requests in isr_requests.values() for seq in requests]
+        stale = [
+            Delete(f"{path}/{seq}")
+            for path, pending in (
+                (layout.ISR_CHANGE, isr_requests),
+                (layout.REASSIGN_PARTITIONS, moves),
+            )
+            for requests in pending.values()
+            for seq in requests
+        ]
         if stale:
-            await self._fenced_write([Delete(f"{layout.ISR_CHANGE}/{seq}") for seq in stale])
+            await self._fenced_write(stale)
         if requested is not None:
             await self._fenced_write([Delete(layout.PREFERRED_REPLICA_ELECTION)])
         return names - to_delete
@@ -309,16 +333,57 @@ class Controller:
         data, stat = await self.store.get(layout.BROKER_EPOCHS)
         return layout.decode_broker_epochs(data), stat.version
 
-    async def _read_isr_requests(self) -> dict[str, dict[str, IsrChangeRequest]]:
-        requests: dict[str, dict[str, IsrChangeRequest]] = {}
-        for seq in await self.store.children(layout.ISR_CHANGE):
+    async def _read_requests(
+        self, path: str, decode: Callable[[bytes], Request]
+    ) -> dict[str, dict[str, Request]]:
+        """The request nodes under ``path``, by topic, each topic's in the order filed."""
+        requests: dict[str, dict[str, Request]] = {}
+        for seq in sorted(await self.store.children(path)):
             try:
-                data, _ = await self.store.get(f"{layout.ISR_CHANGE}/{seq}")
+                data, _ = await self.store.get(f"{path}/{seq}")
             except NoNodeError:
                 continue
-            request = IsrChangeRequest.decode(data)
+            request = decode(data)
             requests.setdefault(request.topic, {})[seq] = request
         return requests
+
+    def _apply_moves(
+        self, node: TopicNode, live: set[int], moves: dict[str, ReassignRequest]
+    ) -> bool:
+        """Start or cancel the reassignments requested for ``node``'s partitions (each
+        checked again against the current state); True if any changed."""
+        changed = False
+        for move in moves.values():
+            state = node.topic.partitions.get(move.partition)
+            if state is None:
+                continue
+            why = reassignment.refusal(state, move.replicas, live)
+            if why is not None:
+                log.info(
+                    "reassignment of %s-%d refused: %s", node.topic.name, move.partition, why[1]
+                )
+                continue
+            if move.replicas is None:
+                new = reassignment.cancelled(state, live)
+            else:
+                new = reassignment.started(state, move.replicas, live)
+            if new is None or new is state:
+                continue
+            log.info(
+                "%s-%d: reassignment %s: replicas %s (adding %s, removing %s), leader %d"
+                " at leader epoch %d",
+                node.topic.name,
+                move.partition,
+                "cancelled" if move.replicas is None else "started",
+                new.replicas,
+                new.adding_replicas,
+                new.removing_replicas,
+                new.leader,
+                new.leader_epoch,
+            )
+            node.topic.partitions[move.partition] = new
+            changed = True
+        return changed
 
     def _count_elections(self, elected: list[PartitionState], started: float) -> None:
         elapsed_ms = (self.clock.monotonic() - started) * 1000
@@ -378,8 +443,21 @@ class Controller:
                         new or state, broker, live, shutting_down
                     )
                     new = moved or new
-                if new is None and preferred_election:
+                if new is None and preferred_election and not state.reassigning:
                     new = elections.preferred_leader(state, live, shutting_down)
+                done = reassignment.completed(new or state, live)
+                if done is not None:
+                    log.info(
+                        "%s-%d: reassignment completed: replicas %s, isr %s, leader %d at"
+                        " leader epoch %d",
+                        topic.name,
+                        index,
+                        done.replicas,
+                        done.isr,
+                        done.leader,
+                        done.leader_epoch,
+                    )
+                    new = done
             if new is not None:
                 if new.leader != state.leader:
                     log.info(

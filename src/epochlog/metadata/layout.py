@@ -17,6 +17,9 @@ The tree follows Kafka's ZooKeeper layout where Kafka has one:
     /admin/delete_topics/<name>        a request to delete a topic
     /admin/controlled_shutdown/<id>    ephemeral: broker <id> is stopping
     /admin/preferred_replica_election  a request to move leaders back to preferred replicas
+    /admin/reassign_partitions/<seq>   a request to reassign one partition (KIP-455; the
+                                       reassignment itself lives in the partition's
+                                       state: adding_replicas, removing_replicas)
     /isr_change/<seq>                  a leader's proposal to change one partition's ISR
     /latest_producer_id_block          the last producer id handed out
     /kafka-acl, /kafka-acl-extended    ACLs, one node per resource pattern (their layout
@@ -45,6 +48,7 @@ TOPICS = "/brokers/topics"
 DELETE_TOPICS = "/admin/delete_topics"
 CONTROLLED_SHUTDOWN = "/admin/controlled_shutdown"
 PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
+REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 ISR_CHANGE = "/isr_change"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 # Per-user configuration: SCRAM credentials (security/scram_credentials.py).
@@ -59,6 +63,7 @@ PERSISTENT_PATHS = (
     DELETE_TOPICS,
     CONTROLLED_SHUTDOWN,
     ISR_CHANGE,
+    REASSIGN_PARTITIONS,
 )
 
 
@@ -158,4 +163,20 @@ class IsrChangeRequest:
 
     @classmethod
     def decode(cls, data: bytes) -> IsrChangeRequest:
+        return cls(**json.loads(data))
+
+
+@dataclass(frozen=True)
+class ReassignRequest:
+    """Move one partition to ``replicas`` (None: cancel its reassignment)."""
+
+    topic: str
+    partition: int
+    replicas: list[int] | None
+
+    def encode(self) -> bytes:
+        return encode_json(asdict(self))
+
+    @classmethod
+    def decode(cls, data: bytes) -> ReassignRequest:
         return cls(**json.loads(data))

@@ -30,6 +30,22 @@ class PartitionState:
     # Bumped by the controller at every change of this partition's state; ISR proposals
     # carry it so that the controller can refuse one made from a stale state.
     partition_epoch: int = 0
+    # KIP-455: while a reassignment runs, ``replicas`` is the target followed by the
+    # original replicas that leave; these name the ones joining and the ones leaving.
+    adding_replicas: list[int] = field(default_factory=list)
+    removing_replicas: list[int] = field(default_factory=list)
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
+
+    @property
+    def target_replicas(self) -> list[int]:
+        return [r for r in self.replicas if r not in self.removing_replicas]
+
+    @property
+    def original_replicas(self) -> list[int]:
+        return [r for r in self.replicas if r not in self.adding_replicas]
 
     @property
     def version(self) -> tuple[int, int]:

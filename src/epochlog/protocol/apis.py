@@ -15,6 +15,8 @@ from typing import Any
 from kafka.protocol.admin import (
     AlterConfigsRequest,
     AlterConfigsResponse,
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
     CreateAclsRequest,
     CreateAclsResponse,
     CreatePartitionsRequest,
@@ -47,6 +49,8 @@ from kafka.protocol.admin import (
     IncrementalAlterConfigsResponse,
     ListGroupsRequest,
     ListGroupsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
     ListTransactionsRequest,
     ListTransactionsResponse,
 )
@@ -149,6 +153,8 @@ class ApiKey:
     CREATE_PARTITIONS = 37
     ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
     DELETE_GROUPS = 42
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
@@ -193,6 +199,14 @@ MESSAGES: dict[int, tuple[Any, Any]] = {
     ApiKey.DESCRIBE_CONFIGS: (DescribeConfigsRequest, DescribeConfigsResponse),
     ApiKey.CREATE_PARTITIONS: (CreatePartitionsRequest, CreatePartitionsResponse),
     ApiKey.ELECT_LEADERS: (ElectLeadersRequest, ElectLeadersResponse),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (
+        AlterPartitionReassignmentsRequest,
+        AlterPartitionReassignmentsResponse,
+    ),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (
+        ListPartitionReassignmentsRequest,
+        ListPartitionReassignmentsResponse,
+    ),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (
         IncrementalAlterConfigsRequest,
         IncrementalAlterConfigsResponse,

@@ -132,11 +132,7 @@ class ReplicaManager:
             partition = self._partitions.get(key)
             if self.broker_id not in state.replicas:
                 if partition is not None:
-                    # Moved away: stop serving it; the log stays on disk.
-                    log.info("%s: no longer a replica (replicas %s)", partition, state.replicas)
-                    self._partitions.pop(key)
-                    if self._fetchers is not None:
-                        self._fetchers.unfollow(key)
+                    self._retire(partition, state)
                 continue
             if partition is not None and partition.topic_id != topic.topic_id:
                 # Same name, new identity: the topic was deleted and re-created.
@@ -158,6 +154,25 @@ class ReplicaManager:
                 partition.log.config = log_config
             self.apply_partition_state(partition, state)
         self._changed.fire()
+
+    def _retire(self, partition: Partition, state: PartitionState) -> None:
+        """Moved away (a reassignment completed or was cancelled): stop serving and
+        fetching; acks=all appends still waiting are answered NOT_LEADER_OR_FOLLOWER
+        (the producer retries at the new leader); the log is retired by what the
+        replicas left in sync hold (``LogManager.retire_log``)."""
+        key = (partition.topic, partition.index)
+        log.info("%s: no longer a replica (replicas %s)", partition, state.replicas)
+        partition.apply_state(state, self._now_ms())
+        self._partitions.pop(key)
+        if self._fetchers is not None:
+            self._fetchers.unfollow(key)
+        self.log_manager.retire_log(
+            partition.topic,
+            partition.index,
+            partition.high_watermark,
+            f"this replica left the assignment (replicas now {state.replicas}); its high"
+            f" watermark was {partition.high_watermark}",
+        )
 
     def apply_partition_state(self, partition: Partition, state: PartitionState) -> StateChange:
         """Apply one partition's state (from the controller, or an accepted ISR change)."""

@@ -46,6 +46,8 @@ RULES: dict[int, dict[str, tuple[ResourceType, AclOperation]]] = {
     ApiKey.DELETE_TOPICS: {"topic": (TOPIC, Op.DELETE), "describe": (TOPIC, Op.DESCRIBE)},
     ApiKey.CREATE_PARTITIONS: {"topic": (TOPIC, Op.ALTER)},
     ApiKey.ELECT_LEADERS: {"cluster": (CLUSTER, Op.ALTER)},
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: {"cluster": (CLUSTER, Op.ALTER)},
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: {"cluster": (CLUSTER, Op.DESCRIBE)},
     ApiKey.DESCRIBE_CONFIGS: {
         "topic": (TOPIC, Op.DESCRIBE_CONFIGS),
         "cluster": (CLUSTER, Op.DESCRIBE_CONFIGS),

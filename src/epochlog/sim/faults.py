@@ -14,6 +14,9 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from epochlog.client.admin import AsyncAdmin
+from epochlog.client.errors import ClientError, TopicPartition
+from epochlog.protocol.errors import KafkaError
 from epochlog.sim.cluster import SimCluster
 from epochlog.sim.loop import SimClock
 
@@ -24,8 +27,11 @@ from epochlog.sim.loop import SimClock
 # pause: SIGSTOP then SIGCONT (its session expires meanwhile if the pause is long);
 # clock: its wall clock jumps forward and its clock runs fast or slow for a while;
 # disk: killed with its unsynced writes torn into garbage, and bytes of its segments
-# flipped while it is down (bit rot), then restarted: recovery must cut or repair.
-FAULT_KINDS = ("kill", "partition", "split", "metastore", "pause", "clock", "disk")
+# flipped while it is down (bit rot), then restarted: recovery must cut or repair;
+# reassign: a partition it holds moves off it (KIP-455: a spare broker joins, or the
+# replication factor drops by one; its replica is retired) and, when the fault ends,
+# back onto it (its copy made again from the leader's).
+FAULT_KINDS = ("kill", "partition", "split", "metastore", "pause", "clock", "disk", "reassign")
 
 Note = Callable[[tuple[object, ...]], None]
 
@@ -58,7 +64,7 @@ def draw_schedule(
         lasts = round(rng.uniform(0.5, 6.0), 3)
         kind = rng.choice(kinds)
         broker = rng.randrange(brokers)
-        salt = rng.randrange(1, 1 << 31) if kind in ("clock", "disk") else 0
+        salt = rng.randrange(1, 1 << 31) if kind in ("clock", "disk", "reassign") else 0
         faults.append(Fault(round(at, 3), kind, broker, lasts, salt))
         at += lasts + rng.uniform(1.0, 6.0)
     return faults
@@ -81,6 +87,9 @@ async def inject(clock: SimClock, cluster: SimCluster, schedule: list[Fault], no
 async def _do(clock: SimClock, cluster: SimCluster, fault: Fault, note: Note) -> bool:
     """Do ``fault`` and wait out its length; True if its broker is to be restarted."""
     i, salted = fault.broker, random.Random(fault.salt)
+    if fault.kind == "reassign":
+        await _reassign_away_and_back(clock, cluster, fault, salted, note)
+        return False
     if fault.kind in ("kill", "disk"):
         cluster.crash_broker(i, salted if fault.kind == "disk" else None)
         if fault.kind == "disk":
@@ -104,3 +113,32 @@ async def _do(clock: SimClock, cluster: SimCluster, fault: Fault, note: Note) ->
         await clock.sleep(fault.lasts)
         cluster.heal()
     return False
+
+
+async def _reassign_away_and_back(
+    clock: SimClock, cluster: SimCluster, fault: Fault, salted: random.Random, note: Note
+) -> None:
+    """Through the admin client, as an operator would: move one partition of the first
+    topic that the broker holds off it, and after the fault's length back."""
+    admin = AsyncAdmin({"bootstrap.servers": cluster.bootstrap}, cluster.seams("operator", 0))
+    try:
+        info = await admin.describe_cluster()
+        names = sorted(name for name in info.topics if not name.startswith("__"))
+        held = [p for p in info.topics[names[0]].partitions if fault.broker in p.replicas]
+        if not held:
+            await clock.sleep(fault.lasts)
+            return
+        chosen = held[salted.randrange(len(held))]
+        original = list(chosen.replicas)
+        spare = [b for b in sorted(info.brokers) if b not in original]
+        target = [r for r in original if r != fault.broker] + spare[:1]
+        tp = TopicPartition(names[0], chosen.partition)
+        answer = await admin.alter_partition_reassignments({tp: target})
+        note(("reassign", str(tp), original, target, answer[tp][0].name))
+        await clock.sleep(fault.lasts)
+        answer = await admin.alter_partition_reassignments({tp: original})
+        note(("reassign", str(tp), target, original, answer[tp][0].name))
+    except (KafkaError, ClientError, OSError) as exc:
+        note(("reassign-failed", repr(exc)))
+    finally:
+        await admin.close()

@@ -34,6 +34,7 @@ from epochlog.storage.cleaner import CLEANER_CHECKPOINT, LogCleaner, dirty_ratio
 from epochlog.storage.compaction_lag import cleanable_up_to, compaction_overdue
 from epochlog.storage.config import LogConfig
 from epochlog.storage.log import Log
+from epochlog.storage.quarantine import QUARANTINE_DIR
 from epochlog.storage.scrubber import Scrubber
 
 logger = logging.getLogger("epochlog.storage")
@@ -223,6 +224,42 @@ class LogManager:
         self._first_dirty.pop(tp, None)
         log.delete()
         return True
+
+    def retire_log(self, topic: str, partition: int, keep_from: int, reason: str) -> None:
+        """This broker left the partition's replicas (a reassignment moved it away):
+        what the log holds from ``keep_from`` (its high watermark) on, which the replicas
+        left in sync may lack, goes to quarantine; the rest, which every one of them
+        holds, is deleted. The quarantine stays in the partition's folder, never
+        deleted with it (a folder left with only that loads as an empty log; one
+        named ``.retiring``, left by a crash midway, is listed by the quarantine tools
+        and never loaded)."""
+        tp = (topic, partition)
+        log = self._logs.pop(tp, None)
+        if log is None:
+            return
+        self._dir_of.pop(tp)
+        self._first_dirty.pop(tp, None)
+        if keep_from < log.log_end_offset:
+            log.truncate_to(max(keep_from, log.log_start_offset), reason)
+        logger.info(
+            "%s-%d: deleting offsets %d..%d, held by every replica left in sync (%s)",
+            topic,
+            partition,
+            log.log_start_offset,
+            log.log_end_offset - 1,
+            reason,
+        )
+        if not log.quarantine.list():
+            log.delete()
+            return
+        # The quarantine steps aside while the folder goes as a deleted topic's does,
+        # then comes back to where its descriptions say its files are.
+        aside = f"{log.directory}.retiring"
+        self.disk.makedirs(aside)
+        self.disk.rename(f"{log.directory}/{QUARANTINE_DIR}", f"{aside}/{QUARANTINE_DIR}")
+        log.delete()
+        self.disk.rename(aside, log.directory)
+        logger.info("%s-%d: its quarantine stays in %s", topic, partition, log.directory)
 
     # -- periodic work -----------------------------------------------------------------
 
