@@ -269,9 +269,9 @@ class Broker:
         for name in self.config.unknown:
             # Kafka's wording, so that a misspelt setting is found as in Kafka's log.
             log.warning("The configuration '%s' was supplied but isn't a known config.", name)
-        for log_dir in self.config.log_dirs:
-            # The default metastore file lives in the first log directory.
-            self.seams.disk.makedirs(log_dir)
+        # The default metastore file lives in the first log directory; the log manager
+        # makes the others (one it cannot use is offline, not fatal).
+        self.seams.disk.makedirs(self.config.log_dirs[0])
         self.store = await open_metastore(
             metastore_uri(self.config),
             self.seams.clock,

@@ -22,6 +22,7 @@ from kafka.protocol.metadata import MetadataRequest
 
 from epochlog.client.admin_acls import AclAdmin
 from epochlog.client.admin_groups import GroupAdmin
+from epochlog.client.admin_log_dirs import LogDirAdmin
 from epochlog.client.admin_transactions import TransactionAdmin
 from epochlog.client.admin_users import UserAdmin
 from epochlog.client.config import ADMIN, parse_config
@@ -81,7 +82,7 @@ def _raise_for(code: int, what: str) -> None:
         raise KafkaError(ErrorCode(code), what)
 
 
-class AsyncAdmin(GroupAdmin, TransactionAdmin, UserAdmin, AclAdmin):
+class AsyncAdmin(GroupAdmin, TransactionAdmin, UserAdmin, AclAdmin, LogDirAdmin):
     """``AsyncAdmin({"bootstrap.servers": ...}, seams)``: Kafka's admin client on asyncio,
     all its I/O and time through ``seams`` (``real_seams()`` outside a simulation)."""
 

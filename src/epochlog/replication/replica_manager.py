@@ -16,6 +16,7 @@ from epochlog.metrics.topic_stats import BrokerTopicStats
 from epochlog.protocol.control import build_marker_batch
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.replication.fetcher import EndpointOf, ReplicaFetcherManager
+from epochlog.replication.log_dir_mover import LogDirMover
 from epochlog.replication.partition import Partition, StateChange
 from epochlog.replication.settings import ReplicationSettings
 from epochlog.seams.tasks import BackgroundTasks
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from epochlog.metadata.model import TopicMetadata
     from epochlog.seams import Clock, Seams
     from epochlog.storage.config import LogConfig
+    from epochlog.storage.log import Log
     from epochlog.storage.log_manager import LogManager
     from epochlog.storage.results import AppendResult
 
@@ -74,6 +76,15 @@ class ReplicaManager:
             else None
         )
         self._tasks = BackgroundTasks()
+        self.log_dir_mover = LogDirMover(
+            log_manager,
+            self.clock,
+            self._changed,
+            lambda topic, index: self._partitions.get((topic, index)),
+            self._swap_log,
+            self.settings.replica_fetch_max_bytes,
+            self.settings.replica_fetch_backoff_ms / 1000,
+        )
         self._isr_task: asyncio.Task[None] | None = None
         self.stopped = False
         self.topic_stats = BrokerTopicStats()
@@ -96,6 +107,7 @@ class ReplicaManager:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await self.log_dir_mover.stop()
         if self._fetchers is not None:
             await self._fetchers.stop()
         self._changed.fire()
@@ -153,9 +165,21 @@ class ReplicaManager:
                 partition = Partition(name, index, topic.topic_id, plog, state, self.broker_id)
                 plog.on_damage = lambda cut, p=partition: self._on_damage(p, cut)
                 self._partitions[key] = partition
+                self.log_dir_mover.resume(partition)  # a move a restart interrupted
             else:
                 partition.log.config = log_config
             self.apply_partition_state(partition, state)
+        self._changed.fire()
+
+    def alter_log_dir(self, topic: str, index: int, log_dir: str) -> None:
+        """AlterReplicaLogDirs for one hosted partition (``replication/log_dir_mover.py``)."""
+        self.log_dir_mover.alter(self.partition(topic, index), log_dir)
+
+    def _swap_log(self, partition: Partition, moved: Log) -> None:
+        """The partition serves from its moved log from now on."""
+        partition.log = moved
+        moved.on_damage = lambda cut, p=partition: self._on_damage(p, cut)
+        moved.holes.repairable = not partition.is_leader
         self._changed.fire()
 
     def apply_partition_state(self, partition: Partition, state: PartitionState) -> StateChange:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -106,6 +107,8 @@ class LogManager:
         # read already handed their files finishes (Kafka's file.delete.delay.ms).
         self._replaced: list[tuple[int, Log, str]] = []
         self.offline_dirs: set[str] = set()
+        # Where AlterReplicaLogDirs asked a partition not hosted yet to be created.
+        self.preferred_dirs: dict[TopicPartition, str] = {}
         # Where each partition's high watermark comes from (bounds the cleaner).
         self.high_watermark = high_watermark
         self.cleaner = LogCleaner(
@@ -248,7 +251,9 @@ class LogManager:
             counts = {d: 0 for d in online}
             for d in self._dir_of.values():
                 counts[d] = counts.get(d, 0) + 1
-            log_dir = min(online, key=lambda d: counts[d])
+            log_dir = self.preferred_dirs.pop(tp, None)
+            if log_dir not in online:
+                log_dir = min(online, key=lambda d: counts[d])
             log = Log.open(
                 self.disk,
                 self.clock,
@@ -274,6 +279,11 @@ class LogManager:
         self.delete_future_log(topic, partition)
         log.delete()
         return True
+
+    def log_dir_named(self, path: str) -> str | None:
+        """The configured log dir ``path`` names (Kafka compares absolute paths)."""
+        wanted = os.path.abspath(path)
+        return next((d for d in self.log_dirs if os.path.abspath(d) == wanted), None)
 
     def dir_of(self, topic: str, partition: int) -> str | None:
         return self._dir_of.get((topic, partition))
