@@ -155,32 +155,49 @@ def test_bad_moves_get_kafkas_errors_and_the_cli_describes_and_moves(tmp_path: P
         assert refused.returncode == 1 and "LOG_DIR_NOT_FOUND" in refused.stderr
 
 
-def test_an_unreadable_log_dir_is_offline_and_the_broker_serves_from_the_other(
+def test_a_log_dir_unreadable_at_start_is_offline_with_its_partitions_and_back_once_restored(
     tmp_path: Path,
 ) -> None:
-    broken = tmp_path / "not-a-dir"
-    broken.write_bytes(b"a file where a log dir should be")
-    logs = tmp_path / "broker0" / "logs"
     with running_cluster(
-        tmp_path,
-        f"sqlite://{tmp_path}/metastore.db",
-        size=1,
-        **{"log.dirs": f"{logs},{broken}"},
+        tmp_path, f"sqlite://{tmp_path}/metastore.db", size=1, log_dirs=2
     ) as cluster:
+        dirs = [tmp_path / "broker0" / "logs", tmp_path / "broker0" / "logs-1"]
         cluster.create_topic("served", partitions=2, replication=1)
+        for p in (0, 1):
+            assert cluster.produce(0, "served", [(b"k", b"before %d" % p)], partition=p)[0] == 0
+        (lost,) = [p for p in (0, 1) if where(cluster, f"served-{p}") == [(str(dirs[1]), False)]]
+        kept = 1 - lost
+        broker = cluster.brokers[0]
+        broker.stop()
+        dirs[1].rename(tmp_path / "away")
+        dirs[1].write_bytes(b"a file where a log dir should be")
+        broker.start()
+
         admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
         try:
             (answer,) = admin.describe_log_dirs()
         finally:
             admin.close()
         errors = {d["log_dir"]: d["error_code"] for d in answer["log_dirs"]}
-        assert errors == {str(logs): 0, str(broken): KAFKA_STORAGE_ERROR}
-        assert where(cluster, "served-0") == [(str(logs), False)]
-        assert where(cluster, "served-1") == [(str(logs), False)]
-        assert cluster.produce(0, "served", [(b"k", b"still served")])[0] == 0
-        assert [g.value for g in confluent_consume(cluster.bootstrap, "served")] == [
-            b"still served"
-        ]
-        assert alter(cluster, {("served", 0, 0): str(broken)}) == {
-            "served-0@0": kerrors.KafkaStorageError.__name__
+        assert errors == {str(dirs[0]): 0, str(dirs[1]): KAFKA_STORAGE_ERROR}
+        assert where(cluster, f"served-{kept}") == [(str(dirs[0]), False)]
+        produced = cluster.produce(0, "served", [(b"k", b"offline")], partition=lost)
+        assert produced[0] == KAFKA_STORAGE_ERROR
+        assert cluster.fetch_error(0, "served", lost, 0, -1) == KAFKA_STORAGE_ERROR
+        assert copies_on_disk([dirs[0]], f"served-{lost}") == []  # never re-created empty
+        assert cluster.produce(0, "served", [(b"k", b"after")], partition=kept)[0] == 0
+        assert alter(cluster, {("served", kept, 0): str(dirs[1])}) == {
+            f"served-{kept}@0": kerrors.KafkaStorageError.__name__
         }
+
+        broker.stop()
+        dirs[1].unlink()
+        (tmp_path / "away").rename(dirs[1])
+        broker.start()
+        eventually(
+            lambda: cluster.produce(0, "served", [(b"k", b"back")], partition=lost)[0] == 0,
+            30,
+            "the restored partition served",
+        )
+        values = [g.value for g in confluent_consume(cluster.bootstrap, "served", partition=lost)]
+        assert values == [b"before %d" % lost, b"back"]

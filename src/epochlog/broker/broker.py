@@ -298,6 +298,13 @@ class Broker:
                 self.topic_log_config(stored[name].configs) if name in stored else self.log_defaults
             )
         )
+        # Kafka's isNew: a replica assigned before this start is never created empty.
+        self.replica_manager.hosted_at_start = {
+            (name, index)
+            for name, topic in stored.items()
+            for index, state in topic.partitions.items()
+            if self.broker_id in state.replicas
+        }
         listeners = self.config.listeners
         for listener in listeners.served:
             self._servers[listener.name] = await self.seams.network.serve(

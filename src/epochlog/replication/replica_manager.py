@@ -86,6 +86,11 @@ class ReplicaManager:
             self.settings.replica_fetch_backoff_ms / 1000,
         )
         self._isr_task: asyncio.Task[None] | None = None
+        # Replicas assigned here before this start (Kafka's isNew false), and those of
+        # them whose log is in no online log dir: offline, answering KAFKA_STORAGE_ERROR,
+        # never re-created empty (an empty replica taking over would lose the records).
+        self.hosted_at_start: set[tuple[str, int]] = set()
+        self.offline_partitions: set[tuple[str, int]] = set()
         self.stopped = False
         self.topic_stats = BrokerTopicStats()
         # ISR changes the controller accepted (Kafka's IsrShrinksPerSec, IsrExpandsPerSec).
@@ -120,6 +125,8 @@ class ReplicaManager:
     def partition(self, topic: str, index: int) -> Partition:
         partition = self._partitions.get((topic, index))
         if partition is None:
+            if (topic, index) in self.offline_partitions:
+                raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{topic}-{index} is offline")
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{index}")
         return partition
 
@@ -158,6 +165,8 @@ class ReplicaManager:
                 partition = None
             if partition is None:
                 plog = self.log_manager.get_log(name, index)
+                if plog is None and self._in_offline_dir(key):
+                    continue
                 if plog is None:
                     plog = self.log_manager.create_log(
                         name, index, log_config, topic_id_to_str(topic.topic_id.bytes)
@@ -170,6 +179,17 @@ class ReplicaManager:
                 partition.log.config = log_config
             self.apply_partition_state(partition, state)
         self._changed.fire()
+
+    def _in_offline_dir(self, key: tuple[str, int]) -> bool:
+        """Whether the log of a replica assigned before this start may be in an offline
+        dir (none of the online ones has it)."""
+        if not self.log_manager.offline_dirs or key not in self.hosted_at_start:
+            return False
+        if key not in self.offline_partitions:
+            offline = ", ".join(sorted(self.log_manager.offline_dirs))
+            log.error("%s-%d: offline: not in an online log dir (%s offline)", *key, offline)
+            self.offline_partitions.add(key)
+        return True
 
     def alter_log_dir(self, topic: str, index: int, log_dir: str) -> None:
         """AlterReplicaLogDirs for one hosted partition (``replication/log_dir_mover.py``)."""
