@@ -8,6 +8,7 @@ while the broker serves from the other."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -201,3 +202,34 @@ def test_a_log_dir_unreadable_at_start_is_offline_with_its_partitions_and_back_o
         )
         values = [g.value for g in confluent_consume(cluster.bootstrap, "served", partition=lost)]
         assert values == [b"before %d" % lost, b"back"]
+
+
+def test_a_move_a_stop_interrupted_resumes_at_the_next_start(tmp_path: Path) -> None:
+    with running_cluster(
+        tmp_path, f"sqlite://{tmp_path}/metastore.db", size=1, log_dirs=2
+    ) as cluster:
+        dirs = [tmp_path / "broker0" / "logs", tmp_path / "broker0" / "logs-1"]
+        cluster.create_topic(TOPIC, partitions=1, replication=1, segment_bytes="16384")
+        producer = ContinuousProducer(cluster.bootstrap, TOPIC, batch_num_messages=20).start()
+        eventually(lambda: producer.acked() >= 3000, 60, "acks before the stop")
+        reports = producer.stop()
+        ((source, _),) = where(cluster, f"{TOPIC}-0")
+        target = Path(next(str(d) for d in dirs if str(d) != source))
+        cluster.brokers[0].stop()
+        # What a stop in the middle of a copy leaves: a future log holding the first
+        # segments of the current one, in the target dir.
+        future = target / f"{TOPIC}-0.1-future"
+        shutil.copytree(Path(source) / f"{TOPIC}-0", future)
+        segments = sorted(future.glob("*.log"))
+        assert len(segments) > 2
+        for path in future.iterdir():
+            if path.suffix == ".snapshot" or path.stem >= segments[len(segments) // 2].stem:
+                path.unlink()
+
+        cluster.brokers[0].start()
+        eventually(lambda: where(cluster, f"{TOPIC}-0") == [(str(target), False)], 60, "the swap")
+        check_log_holds_exactly_the_acknowledged(
+            reports, confluent_consume(cluster.bootstrap, TOPIC)
+        )
+        cluster.brokers[0].stop()  # a clean stop removes the replaced copy
+        assert copies_on_disk(dirs, f"{TOPIC}-0") == [f"{target}/{TOPIC}-0"]
