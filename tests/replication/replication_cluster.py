@@ -88,9 +88,7 @@ class Node:
         self._connections: ConnectionLoop | None = None
 
     async def start(self) -> None:
-        self.log_manager = LogManager(
-            self.seams.disk, self.seams.clock, [str(self.log_dir)], LogConfig()
-        )
+        self.log_manager = LogManager(self.seams.disk, self.seams.clock, self.log_dirs, LogConfig())
         self.log_manager.start()
         settings = BROKER.parse(self.cluster.settings)
         # Fetch sessions live in memory: a restarted broker starts with none.
@@ -136,6 +134,12 @@ class Node:
         await self.replica_manager.stop()
         self.log_manager.close()
 
+    @property
+    def log_dirs(self) -> list[str]:
+        """``log_dir``, then ``log_dir-1``... as many as the cluster gives each node."""
+        extra = [f"{self.log_dir}-{n}" for n in range(1, self.cluster.log_dirs)]
+        return [str(self.log_dir), *extra]
+
     def partition(self, topic: str = "t", index: int = 0) -> Any:
         return self.replica_manager.partition(topic, index)
 
@@ -146,8 +150,9 @@ class Node:
 class Cluster:
     """The test's controller: partition states, ISR compare-and-set, delivery."""
 
-    def __init__(self, base: Path, size: int = 3, **settings: str) -> None:
+    def __init__(self, base: Path, size: int = 3, log_dirs: int = 1, **settings: str) -> None:
         self.settings = {**FAST, **settings}
+        self.log_dirs = log_dirs
         self.nodes = {i: Node(self, i, base / f"broker{i}") for i in range(size)}
         self.topics: dict[str, Topic] = {}
         self.proposals: list[tuple[int, list[int], bool]] = []

@@ -1,0 +1,49 @@
+"""Moving a follower's replica between its broker's log dirs while the leader takes
+acks=all appends and the follower keeps fetching: the move ends in the new dir with the
+leader's records exactly, and a move given up before it ran leaves nothing behind."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from replication_cluster import Cluster, eventually, produce_to, run, values_in
+
+
+def test_a_follower_moved_while_it_fetches_holds_the_leaders_records_in_its_new_dir(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        async with Cluster(tmp_path, log_dirs=2, **{"replica.fetch.max.bytes": "512"}) as cluster:
+            cluster.create("t", leader=0)
+            leader, follower, other = (cluster.nodes[i] for i in range(3))
+            for i in range(20):
+                assert (await produce_to(leader, [b"before-%d" % i] * 5)).error_code == 0
+            source, target = follower.log_dirs
+            assert follower.log_manager.dir_of("t", 0) == source
+
+            other.replica_manager.alter_log_dir("t", 0, other.log_dirs[1])
+            other.replica_manager.alter_log_dir("t", 0, other.log_dirs[0])  # given up
+            assert other.log_manager.future_log("t", 0) is None
+            assert not list(Path(other.log_dirs[1]).glob("t-0*"))
+
+            follower.replica_manager.alter_log_dir("t", 0, target)
+
+            async def keep_producing() -> None:
+                for i in range(40):
+                    assert (await produce_to(leader, [b"during-%d" % i] * 5)).error_code == 0
+
+            producing = asyncio.ensure_future(keep_producing())
+            await eventually(
+                lambda: follower.log_manager.dir_of("t", 0) == target, "the follower's swap"
+            )
+            await producing
+            assert follower.log_manager.future_log("t", 0) is None
+            assert follower.partition().log.directory == f"{target}/t-0"
+            await eventually(
+                lambda: values_in(follower.partition().log) == values_in(leader.partition().log),
+                "the moved follower holding the leader's records",
+            )
+            assert len(values_in(follower.partition().log)) == 300
+
+    run(scenario)
