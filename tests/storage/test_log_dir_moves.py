@@ -96,6 +96,20 @@ def test_the_future_log_follows_a_truncation_and_a_new_log_start_of_the_current_
     assert future.log_start_offset == 3 and future.epoch_cache.entries() == [(1, 3), (2, 4)]
 
 
+def test_a_copy_of_a_log_starting_inside_a_batch_starts_at_that_batch(
+    disk: OsDisk, clock: FakeClock, tmp_path: Path
+) -> None:
+    m = manager(disk, clock, [tmp_path / "d1", tmp_path / "d2"])
+    log = m.create_log("t", 0)
+    for _ in range(3):
+        log.append_as_leader(batch(4), 1)
+    log.maybe_increment_log_start_offset(6)  # DeleteRecords: inside the batch 4..7
+    future = m.create_future_log("t", 0, str(tmp_path / "d2"))
+    copy_until_caught_up(m, log, future)
+    assert future.log_start_offset == 6 and contents(future) == contents(log)
+    assert [base for base, _, _ in contents(future)] == [4, 8]
+
+
 def test_a_move_given_up_deletes_only_the_copy(
     disk: OsDisk, clock: FakeClock, tmp_path: Path
 ) -> None:

@@ -13,6 +13,7 @@ Without that source the cleaner cleans nothing (see ``storage/cleaner.py`` for w
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 from collections.abc import Callable
@@ -195,7 +196,9 @@ class LogManager:
         for logs, dirs in ((self._logs, self._dir_of), (self._futures, self._future_dir_of)):
             for tp in [tp for tp, d in dirs.items() if d == log_dir]:
                 del dirs[tp]
-                logs.pop(tp)
+                for segment in logs.pop(tp).segments:
+                    with contextlib.suppress(OSError):
+                        segment.close()
 
     @property
     def online_dirs(self) -> list[str]:
@@ -317,9 +320,8 @@ class LogManager:
             topic,
             partition,
             current.config,
-            log_start_offset=current.log_start_offset,
             validator=self.validator,
-        )
+        )  # its log start follows the current log's at the first copy step
         if current.topic_id is not None:
             future.set_topic_id(current.topic_id)
         self._futures[tp] = future
