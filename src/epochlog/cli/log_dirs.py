@@ -57,17 +57,23 @@ def as_json(dirs: list[LogDirInfo]) -> str:
 
 
 def as_table(dirs: list[LogDirInfo]) -> str:
-    lines = [f"{'BROKER':<7}{'LOG DIR':<50}{'PARTITION':<30}{'SIZE':>12}{'LAG':>8} FUTURE"]
+    """One aligned row per replica (per dir, when it holds none or failed)."""
+    rows = [("BROKER", "LOG DIR", "PARTITION", "SIZE", "LAG", "FUTURE")]
     for d in dirs:
         if d.error or not d.replicas:
-            lines.append(f"{d.broker:<7}{d.path:<50}{d.error or '-':<30}")
+            rows.append((str(d.broker), d.path, d.error or "-", "", "", ""))
         for r in d.replicas:
-            name = f"{r.topic}-{r.partition}"
             future = "yes" if r.is_future else "no"
-            lines.append(
-                f"{d.broker:<7}{d.path:<50}{name:<30}{r.size:>12}{r.offset_lag:>8} {future}"
-            )
-    return "\n".join(lines)
+            name = f"{r.topic}-{r.partition}"
+            rows.append((str(d.broker), d.path, name, str(r.size), str(r.offset_lag), future))
+    widths = [max(len(row[i]) for row in rows) for i in range(6)]
+    return "\n".join(
+        "  ".join(
+            cell.rjust(width) if i in (3, 4) else cell.ljust(width)
+            for i, (cell, width) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in rows
+    )
 
 
 async def run(args: argparse.Namespace, client: Mapping[str, str]) -> str:
