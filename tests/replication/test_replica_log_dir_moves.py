@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from replication_cluster import Cluster, eventually, produce_to, run, values_in
+from replication_cluster import Cluster, eventually, fetch_from, produce_to, run, values_in
+
+from epochlog.protocol.errors import ErrorCode
 
 
 def test_a_follower_moved_while_it_fetches_holds_the_leaders_records_in_its_new_dir(
@@ -45,5 +47,33 @@ def test_a_follower_moved_while_it_fetches_holds_the_leaders_records_in_its_new_
                 "the moved follower holding the leader's records",
             )
             assert len(values_in(follower.partition().log)) == 300
+
+    run(scenario)
+
+
+def test_a_leader_whose_log_dir_is_offline_at_start_hands_leadership_to_its_isr(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        async with Cluster(tmp_path, log_dirs=2) as cluster:
+            cluster.create("t", leader=0)
+            leader = cluster.nodes[0]
+            assert (await produce_to(leader, [b"kept"])).error_code == 0
+            await leader.stop()
+            held = Path(leader.log_manager.dir_of("t", 0) or "")
+            held.rename(tmp_path / "away")
+            held.write_bytes(b"a file where a log dir should be")
+            await leader.start()
+            leader.replica_manager.hosted_at_start = {("t", 0)}
+            cluster.publish("t", to=[0])
+
+            assert leader.log_manager.offline_dirs == {str(held)}
+            assert (await fetch_from(leader, 0)).error_code == ErrorCode.KAFKA_STORAGE_ERROR
+            (online,) = leader.log_manager.online_dirs
+            assert not list(Path(online).glob("t-0*"))  # never re-created empty
+            await eventually(
+                lambda: any(isr == [1, 2] and ok for _, isr, ok in cluster.proposals),
+                "an ISR without the offline leader proposed",
+            )
 
     run(scenario)

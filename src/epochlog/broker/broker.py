@@ -269,9 +269,10 @@ class Broker:
         for name in self.config.unknown:
             # Kafka's wording, so that a misspelt setting is found as in Kafka's log.
             log.warning("The configuration '%s' was supplied but isn't a known config.", name)
-        # The default metastore file lives in the first log directory; the log manager
-        # makes the others (one it cannot use is offline, not fatal).
-        self.seams.disk.makedirs(self.config.log_dirs[0])
+        if not self.config["metastore"] and not self.config["zookeeper.connect"]:
+            # The default metastore lives in the first log dir; the log manager makes
+            # the dirs (one it cannot use is offline, not fatal).
+            self.seams.disk.makedirs(self.config.log_dirs[0])
         self.store = await open_metastore(
             metastore_uri(self.config),
             self.seams.clock,

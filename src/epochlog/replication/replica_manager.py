@@ -91,6 +91,8 @@ class ReplicaManager:
         # never re-created empty (an empty replica taking over would lose the records).
         self.hosted_at_start: set[tuple[str, int]] = set()
         self.offline_partitions: set[tuple[str, int]] = set()
+        # (leader epoch, partition epoch) of the state each was last handed away in.
+        self._handed_away: dict[tuple[str, int], tuple[int, int]] = {}
         self.stopped = False
         self.topic_stats = BrokerTopicStats()
         # ISR changes the controller accepted (Kafka's IsrShrinksPerSec, IsrExpandsPerSec).
@@ -166,6 +168,7 @@ class ReplicaManager:
             if partition is None:
                 plog = self.log_manager.get_log(name, index)
                 if plog is None and self._in_offline_dir(key):
+                    self._hand_away(name, index, state)
                     continue
                 if plog is None:
                     plog = self.log_manager.create_log(
@@ -190,6 +193,29 @@ class ReplicaManager:
             log.error("%s-%d: offline: not in an online log dir (%s offline)", *key, offline)
             self.offline_partitions.add(key)
         return True
+
+    def _hand_away(self, topic: str, index: int, state: PartitionState) -> None:
+        """An offline replica cannot lead: it leaves the ISR, so that the controller
+        elects another in-sync replica (as Kafka's moves leadership off a failed log
+        dir); once per partition state."""
+        others = [r for r in state.isr if r != self.broker_id]
+        marker = (state.leader_epoch, state.partition_epoch)
+        key = (topic, index)
+        if state.leader != self.broker_id or not others or self._propose_isr is None:
+            return
+        if self._handed_away.get(key) == marker:
+            return
+        self._handed_away[key] = marker
+        log.warning("%s-%d: offline here: proposing ISR %s to hand leadership away", *key, others)
+        propose = self._propose_isr
+
+        async def send() -> None:
+            try:
+                await propose(topic, index, state.leader_epoch, state.partition_epoch, others)
+            except Exception:
+                log.exception("%s-%d: handing leadership away failed", topic, index)
+
+        self._tasks.spawn(send())
 
     def alter_log_dir(self, topic: str, index: int, log_dir: str) -> None:
         """AlterReplicaLogDirs for one hosted partition (``replication/log_dir_mover.py``)."""
