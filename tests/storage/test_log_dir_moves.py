@@ -12,7 +12,7 @@ from epochlog.protocol.batch import iter_batches
 from epochlog.seams.real import OsDisk
 from epochlog.storage.config import LogConfig
 from epochlog.storage.log import Log
-from epochlog.storage.log_dir_moves import copy_step
+from epochlog.storage.log_dir_moves import carry_quarantine, copy_step, repoint_quarantine
 from epochlog.storage.log_manager import LogManager, LogManagerSettings
 
 from .conftest import FakeClock, batch
@@ -110,6 +110,28 @@ def test_a_copy_of_a_log_starting_inside_a_batch_starts_at_that_batch(
     assert [base for base, _, _ in contents(future)] == [4, 8]
 
 
+def test_what_the_current_logs_truncations_kept_aside_moves_with_it(
+    disk: OsDisk, clock: FakeClock, tmp_path: Path
+) -> None:
+    m = manager(disk, clock, [tmp_path / "d1", tmp_path / "d2"])
+    log = m.create_log("t", 0)
+    for _ in range(3):
+        log.append_as_leader(batch(2), 1)
+    removed = log.truncate_to(4, "a follower diverged")
+    assert removed is not None
+    kept = Path(removed.path).read_bytes()
+    future = m.create_future_log("t", 0, str(tmp_path / "d2"))
+    copy_until_caught_up(m, log, future)
+    moved = m.replace_current_with_future("t", 0)
+    m.close()
+
+    (entry,) = moved.quarantine.list()
+    assert entry["file"].startswith(f"{tmp_path / 'd2'}/t-0/quarantine/")
+    assert Path(entry["file"]).read_bytes() == kept
+    assert (entry["first_offset"], entry["reason"]) == (4, "a follower diverged")
+    assert entry["moved_from"] == removed.path
+
+
 def test_a_move_given_up_deletes_only_the_copy(
     disk: OsDisk, clock: FakeClock, tmp_path: Path
 ) -> None:
@@ -131,15 +153,19 @@ def test_a_move_interrupted_by_a_crash_is_resumed_or_finished_without_losing_a_r
     log = m.create_log("t", 0)
     for _ in range(3):
         log.append_as_leader(batch(2), 1)
+    log.truncate_to(4, "diverged")
+    log.append_as_leader(batch(2), 2)
     expected = contents(log)
     future = m.create_future_log("t", 0, str(d2))
     copy_until_caught_up(m, log, future)
     log.flush()
+    carry_quarantine(disk, log, future)
     future.flush()
     # The swap's renames, stopped where a crash would stop them (no clean shutdown).
     if crash_after != "future-created":
         disk.rename(log.directory, str(d1 / "t-0.5-retired"))
     if crash_after == "future-renamed":
+        repoint_quarantine(disk, future.directory, str(d2 / "t-0"))
         disk.rename(future.directory, str(d2 / "t-0"))
 
     again = manager(disk, clock, [d1, d2])
@@ -152,6 +178,8 @@ def test_a_move_interrupted_by_a_crash_is_resumed_or_finished_without_losing_a_r
         assert again.dir_of("t", 0) == str(d2) and again.future_log("t", 0) is None
         assert not [p for p in d1.iterdir() if p.name.startswith("t-0")]
     assert contents(again.get_log("t", 0)) == expected
+    (kept,) = again.get_log("t", 0).quarantine.list()  # never lost with the old copy
+    assert kept["reason"] == "diverged" and Path(kept["file"]).exists()
 
 
 def test_a_retired_copy_alone_is_put_back(disk: OsDisk, clock: FakeClock, tmp_path: Path) -> None:

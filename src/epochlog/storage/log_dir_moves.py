@@ -4,17 +4,21 @@ current log batch by batch, appended as a follower appends (so epochs, producer 
 transaction indexes are rebuilt from the batches), while the current log goes on serving.
 Once both ends meet, the swap (``LogManager.replace_current_with_future``).
 
-The swap leaves no state that loses data at a crash: both logs are flushed, the current
-dir is renamed ``.<token>-retired`` (a name never deleted at start), the future dir takes
-the partition's name, and only then does the retired copy become ``-delete``. At start,
-``settle`` finishes or undoes what a crash interrupted: a retired copy beside a current
-log is deleted (the current one holds everything); beside only a future log, the future
-log was complete, so it is promoted; alone, it is put back. A future log with a current
-one is loaded as a future log and the move resumes; alone, it is kept as the current log.
+What the current log's truncations kept aside goes along: at the swap each quarantine
+entry is copied into the new dir (a crash in the middle copies it again at the next swap:
+a duplicate, never a loss). The swap leaves no state that loses data at a crash: both
+logs are flushed, the current dir is renamed ``.<token>-retired`` (a name never deleted
+at start), the future dir takes the partition's name, and only then does the retired
+copy become ``-delete``. At start, ``settle`` finishes or undoes what a crash
+interrupted: a retired copy beside a current log is deleted (the current one holds
+everything); beside only a future log, the future log was complete, so it is promoted;
+alone, it is put back. A future log with a current one is loaded as a future log and the
+move resumes; alone, it is kept as the current log.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
 
@@ -23,6 +27,7 @@ from epochlog.protocol.divergence import follower_truncation_offset
 from epochlog.seams import Disk
 from epochlog.storage.checkpoints import TopicPartition
 from epochlog.storage.log import Log
+from epochlog.storage.quarantine import QUARANTINE_DIR
 
 logger = logging.getLogger("epochlog.storage")
 
@@ -88,6 +93,7 @@ def settle(disk: Disk, scan: DirScan) -> None:
             source = futures[0] if futures else path
             target = _partition_path(source, tp)
             logger.warning("%s: finishing an interrupted move: %s -> %s", tp, source, target)
+            repoint_quarantine(disk, source, target)
             disk.rename(source, target)
             scan.current[tp] = [target]
             scan.future.pop(tp, None)
@@ -98,6 +104,7 @@ def settle(disk: Disk, scan: DirScan) -> None:
         if tp not in scan.current:
             target = _partition_path(futures[0], tp)
             logger.warning("%s: a future log without its current log: kept as %s", tp, target)
+            repoint_quarantine(disk, futures[0], target)
             disk.rename(futures[0], target)
             scan.current[tp] = [target]
             scan.future[tp] = futures[1:]
@@ -140,3 +147,43 @@ def adopt_epochs(current: Log, future: Log) -> None:
     for epoch, start in current.epoch_cache.entries():
         if epoch > future.epoch_cache.latest_epoch:
             future.maybe_assign_epoch_start_offset(epoch, start)
+
+
+def carry_quarantine(disk: Disk, current: Log, future: Log) -> int:
+    """Copy every quarantine entry of ``current`` into ``future``'s quarantine (its
+    description naming where it came from); returns how many."""
+    source = current.quarantine.directory
+    if not disk.exists(source):
+        return 0
+    carried = 0
+    for name in disk.listdir(source):
+        if not name.endswith(".json"):
+            continue
+        description = json.loads(disk.read_file(f"{source}/{name}"))
+        stem = name.removesuffix(".json")
+        data = disk.open(f"{source}/{stem}.log")
+        try:
+            kept = {k: v for k, v in description.items() if k not in ("size", "file")}
+            kept["moved_from"] = description.get("file")
+            kept["first_kept_ms"] = description.get("first_kept_ms", description.get("time_ms"))
+            future.quarantine.keep(stem, [(data, 0, data.size())], kept)
+        finally:
+            data.close()
+        carried += 1
+    return carried
+
+
+def repoint_quarantine(disk: Disk, partition_dir: str, new_dir: str) -> None:
+    """Before ``partition_dir`` is renamed ``new_dir``: descriptions of its quarantine
+    name their files under ``new_dir`` (done first, a crash leaves them right)."""
+    folder = f"{partition_dir}/{QUARANTINE_DIR}"
+    if not disk.exists(folder):
+        return
+    for name in disk.listdir(folder):
+        if not name.endswith(".json"):
+            continue
+        description = json.loads(disk.read_file(f"{folder}/{name}"))
+        where = str(description.get("file", ""))
+        if where.startswith(partition_dir + "/"):
+            description["file"] = new_dir + where[len(partition_dir) :]
+            disk.write_atomic(f"{folder}/{name}", json.dumps(description, indent=2).encode())

@@ -42,7 +42,9 @@ from epochlog.storage.log_dir_moves import (
     RETIRED_SUFFIX,
     DirScan,
     adopt_epochs,
+    carry_quarantine,
     moving_dir_name,
+    repoint_quarantine,
     settle,
 )
 from epochlog.storage.scrubber import Scrubber
@@ -345,12 +347,14 @@ class LogManager:
         if current.log_end_offset != future.log_end_offset:
             raise ValueError(f"{topic}-{partition}: the future log is not caught up")
         current.flush()
+        carry_quarantine(self.disk, current, future)
         future.close()
         source_dir, target_dir = self._dir_of[tp], self._future_dir_of[tp]
         token = str(self.clock.time_ms())
         retired = f"{source_dir}/{moving_dir_name(topic, partition, token, RETIRED_SUFFIX)}"
         self.disk.rename(current.directory, retired)
         target = f"{target_dir}/{topic}-{partition}"
+        repoint_quarantine(self.disk, future.directory, target)
         self.disk.rename(future.directory, target)
         doomed = retired.removesuffix(RETIRED_SUFFIX) + DELETE_SUFFIX
         self.disk.rename(retired, doomed)
