@@ -238,7 +238,7 @@ def values_in(log: Any, start: int = 0) -> list[tuple[int, bytes]]:
 
 
 async def produce_to(
-    node: Node, values: list[bytes], acks: int = -1, timeout_ms: int = 10_000
+    node: Node, values: list[bytes], acks: int = -1, timeout_ms: int = 10_000, topic: str = "t"
 ) -> Any:
     conn = await node.connect()
     try:
@@ -248,7 +248,7 @@ async def produce_to(
             timeout_ms=timeout_ms,
             topic_data=[
                 ProduceRequest.TopicProduceData(
-                    name="t",
+                    name=topic,
                     partition_data=[
                         ProduceRequest.TopicProduceData.PartitionProduceData(
                             index=0, records=batch(values)

@@ -5,11 +5,13 @@ leader's records exactly, and a move given up before it ran leaves nothing behin
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 
 from replication_cluster import Cluster, eventually, fetch_from, produce_to, run, values_in
 
 from epochlog.protocol.errors import ErrorCode
+from support.failing_disk import FailingDisk
 
 
 def test_a_follower_moved_while_it_fetches_holds_the_leaders_records_in_its_new_dir(
@@ -75,5 +77,37 @@ def test_a_leader_whose_log_dir_is_offline_at_start_hands_leadership_to_its_isr(
                 lambda: any(isr == [1, 2] and ok for _, isr, ok in cluster.proposals),
                 "an ISR without the offline leader proposed",
             )
+
+    run(scenario)
+
+
+def test_a_log_dir_failing_while_serving_takes_only_its_partitions_offline(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        cluster = Cluster(tmp_path, log_dirs=2)
+        disk = FailingDisk()
+        cluster.nodes[0].seams = dataclasses.replace(cluster.nodes[0].seams, disk=disk)
+        async with cluster:
+            cluster.create("t", leader=0)
+            cluster.create("u", leader=0)
+            leader = cluster.nodes[0]
+            dying, healthy = leader.log_dirs  # t went to the first, u to the other
+            assert leader.log_manager.dir_of("u", 0) == healthy
+            assert (await produce_to(leader, [b"before"])).error_code == 0
+
+            disk.failed.add(dying)
+            answer = await produce_to(leader, [b"lost?"])
+            assert answer.error_code == ErrorCode.KAFKA_STORAGE_ERROR
+            assert leader.log_manager.offline_dirs == {dying}
+            assert (await fetch_from(leader, 0)).error_code == ErrorCode.KAFKA_STORAGE_ERROR
+            await eventually(
+                lambda: any(isr == [1, 2] and ok for _, isr, ok in cluster.proposals),
+                "an ISR without the failed leader proposed",
+            )
+            assert (await produce_to(leader, [b"still"], topic="u")).error_code == 0
+            cluster.publish("t", to=[0])  # a state arriving later re-creates nothing
+            assert not list(Path(healthy).glob("t-0*"))
+            disk.failed.clear()
 
     run(scenario)

@@ -86,6 +86,7 @@ class ReplicaManager:
             self.settings.replica_fetch_backoff_ms / 1000,
         )
         self._isr_task: asyncio.Task[None] | None = None
+        log_manager.on_dir_failure = self._on_dir_failure
         # Replicas assigned here before this start (Kafka's isNew false), and those of
         # them whose log is in no online log dir: offline, answering KAFKA_STORAGE_ERROR,
         # never re-created empty (an empty replica taking over would lose the records).
@@ -176,6 +177,9 @@ class ReplicaManager:
                     )
                 partition = Partition(name, index, topic.topic_id, plog, state, self.broker_id)
                 plog.on_damage = lambda cut, p=partition: self._on_damage(p, cut)
+                partition.on_storage_error = lambda exc, k=key: self.log_manager.fail_dir_of(
+                    *k, exc
+                )
                 self._partitions[key] = partition
                 self.log_dir_mover.resume(partition)  # a move a restart interrupted
             else:
@@ -184,8 +188,10 @@ class ReplicaManager:
         self._changed.fire()
 
     def _in_offline_dir(self, key: tuple[str, int]) -> bool:
-        """Whether the log of a replica assigned before this start may be in an offline
-        dir (none of the online ones has it)."""
+        """Whether the replica is offline: its log dir failed while running, or it was
+        assigned before this start and no online dir has its log."""
+        if key in self.offline_partitions:
+            return True
         if not self.log_manager.offline_dirs or key not in self.hosted_at_start:
             return False
         if key not in self.offline_partitions:
@@ -193,6 +199,20 @@ class ReplicaManager:
             log.error("%s-%d: offline: not in an online log dir (%s offline)", *key, offline)
             self.offline_partitions.add(key)
         return True
+
+    def _on_dir_failure(self, log_dir: str, failed: list[tuple[str, int]]) -> None:
+        """A log dir failed while running: its partitions go offline here, and those
+        this broker leads are handed to the rest of their ISR."""
+        for key in failed:
+            self.offline_partitions.add(key)
+            partition = self._partitions.pop(key, None)
+            if partition is None:
+                continue
+            log.error("%s: offline: its log dir %s failed", partition, log_dir)
+            if self._fetchers is not None:
+                self._fetchers.unfollow(key)
+            self._hand_away(partition.topic, partition.index, partition.state)
+        self._changed.fire()
 
     def _hand_away(self, topic: str, index: int, state: PartitionState) -> None:
         """An offline replica cannot lead: it leaves the ISR, so that the controller

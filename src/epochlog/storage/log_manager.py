@@ -110,6 +110,8 @@ class LogManager:
         # read already handed their files finishes (Kafka's file.delete.delay.ms).
         self._replaced: list[tuple[int, Log, str]] = []
         self.offline_dirs: set[str] = set()
+        # Told which partitions a log dir failing while running took offline.
+        self.on_dir_failure: Callable[[str, list[TopicPartition]], None] | None = None
         # Where AlterReplicaLogDirs asked a partition not hosted yet to be created.
         self.preferred_dirs: dict[TopicPartition, str] = {}
         # Where each partition's high watermark comes from (bounds the cleaner).
@@ -201,6 +203,28 @@ class LogManager:
                 for segment in logs.pop(tp).segments:
                     with contextlib.suppress(OSError):
                         segment.close()
+
+    def fail_dir(self, log_dir: str, exc: OSError) -> None:
+        """An I/O error in ``log_dir`` while running: Kafka's log dir failure. Its logs
+        are closed and no longer served; the owner of the partitions is told which."""
+        if log_dir in self.offline_dirs:
+            return
+        failed = [tp for tp, d in self._dir_of.items() if d == log_dir]
+        self._mark_offline(log_dir, exc)
+        for tp in failed:  # a copy elsewhere stays on disk: it may be all that is left
+            future = self._futures.pop(tp, None)
+            if future is not None:
+                self._future_dir_of.pop(tp)
+                future.close()
+        if not self.online_dirs:
+            logger.critical("every log dir (%s) is offline", ", ".join(self.log_dirs))
+        if self.on_dir_failure is not None:
+            self.on_dir_failure(log_dir, failed)
+
+    def fail_dir_of(self, topic: str, partition: int, exc: OSError) -> None:
+        log_dir = self._dir_of.get((topic, partition))
+        if log_dir is not None:
+            self.fail_dir(log_dir, exc)
 
     @property
     def online_dirs(self) -> list[str]:
@@ -398,7 +422,10 @@ class LogManager:
 
     def flush_due_logs(self, now_ms: int) -> None:
         for log in self.all_logs():
-            log.maybe_flush(now_ms)
+            try:
+                log.maybe_flush(now_ms)
+            except OSError as exc:
+                self.fail_dir_of(log.topic, log.partition, exc)
 
     def enforce_retention(self, now_ms: int) -> int:
         deleted = 0
@@ -466,7 +493,10 @@ class LogManager:
     def _write_checkpoints(self, name: str, value: Callable[[Log], int]) -> None:
         for log_dir in self.online_dirs:
             offsets = {(log.topic, log.partition): value(log) for log, _ in self.logs_in(log_dir)}
-            OffsetCheckpointFile(self.disk, f"{log_dir}/{name}").write(offsets)
+            try:
+                OffsetCheckpointFile(self.disk, f"{log_dir}/{name}").write(offsets)
+            except OSError as exc:
+                self.fail_dir(log_dir, exc)
 
     async def run_background(self, stop_event: asyncio.Event) -> None:
         """Run the periodic tasks until ``stop_event`` is set, sleeping on the Clock."""
