@@ -187,8 +187,11 @@ def test_a_log_dir_unreadable_at_start_is_offline_with_its_partitions_and_back_o
         assert cluster.fetch_error(0, "served", lost, 0, -1) == KAFKA_STORAGE_ERROR
         assert copies_on_disk([dirs[0]], f"served-{lost}") == []  # never re-created empty
         assert cluster.produce(0, "served", [(b"k", b"after")], partition=kept)[0] == 0
-        assert alter(cluster, {("served", kept, 0): str(dirs[1])}) == {
-            f"served-{kept}@0": kerrors.KafkaStorageError.__name__
+        assert alter(
+            cluster, {("served", kept, 0): str(dirs[1]), ("served", lost, 0): str(dirs[0])}
+        ) == {
+            f"served-{kept}@0": kerrors.KafkaStorageError.__name__,  # to the offline dir
+            f"served-{lost}@0": kerrors.KafkaStorageError.__name__,  # the offline replica
         }
 
         broker.stop()

@@ -1,9 +1,9 @@
 """AlterReplicaLogDirs (kafka-reassign-partitions.sh with log dirs): move this broker's
 replica of each partition to another of its log dirs (``replication/log_dir_mover.py``).
-Kafka's answers: a path that is not a log dir of this broker LOG_DIR_NOT_FOUND, an
-offline one KAFKA_STORAGE_ERROR; a partition of a topic this broker knows but does not
-host REPLICA_NOT_AVAILABLE (its dir is remembered for when it comes), an unknown one
-UNKNOWN_TOPIC_OR_PARTITION."""
+Kafka's answers: a path that is not a log dir of this broker LOG_DIR_NOT_FOUND; an
+offline dir, or a replica offline here, KAFKA_STORAGE_ERROR; a partition of a topic this
+broker knows but does not host REPLICA_NOT_AVAILABLE (its dir is remembered for when it
+comes), an unknown one UNKNOWN_TOPIC_OR_PARTITION."""
 
 from __future__ import annotations
 
@@ -30,6 +30,8 @@ def _alter_one(broker: HandlerContext, path: str, topic: str, index: int) -> Err
     if log_dir is None:
         return ErrorCode.LOG_DIR_NOT_FOUND
     if log_dir in manager.offline_dirs:
+        return ErrorCode.KAFKA_STORAGE_ERROR
+    if (topic, index) in broker.replica_manager.offline_partitions:
         return ErrorCode.KAFKA_STORAGE_ERROR
     if manager.get_log(topic, index) is None:
         known = broker.metadata_cache.topic(topic)
