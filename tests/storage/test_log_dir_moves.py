@@ -191,6 +191,33 @@ def test_a_retired_copy_alone_is_put_back(disk: OsDisk, clock: FakeClock, tmp_pa
     assert manager(disk, clock, [d1]).get_log("t", 0).log_end_offset == 4
 
 
+def test_a_future_log_whose_current_log_is_in_an_offline_dir_waits_for_it(
+    disk: OsDisk, clock: FakeClock, tmp_path: Path
+) -> None:
+    d1, d2 = tmp_path / "d1", tmp_path / "d2"
+    m = manager(disk, clock, [d1, d2])
+    log = m.create_log("t", 0)
+    for _ in range(4):
+        log.append_as_leader(batch(2), 1)
+    future = m.create_future_log("t", 0, str(d2))
+    copy_step(log, future, 64)  # a partial copy
+    m.close()
+    d1.rename(tmp_path / "away")
+    d1.write_bytes(b"a file where a log dir should be")
+
+    offline = manager(disk, clock, [d1, d2])
+    assert offline.get_log("t", 0) is None and offline.future_log("t", 0) is None
+    assert [p.name for p in d2.glob("t-0*")] == [Path(future.directory).name]  # untouched
+    offline.close()
+
+    d1.unlink()
+    (tmp_path / "away").rename(d1)
+    back = manager(disk, clock, [d1, d2])
+    assert back.get_log("t", 0).log_end_offset == 8 and back.dir_of("t", 0) == str(d1)
+    resumed = back.future_log("t", 0)
+    assert resumed is not None and resumed[1] == str(d2)
+
+
 def test_a_log_dir_that_cannot_be_read_is_offline_and_the_others_serve(
     disk: OsDisk, clock: FakeClock, tmp_path: Path
 ) -> None:

@@ -13,7 +13,8 @@ copy become ``-delete``. At start, ``settle`` finishes or undoes what a crash
 interrupted: a retired copy beside a current log is deleted (the current one holds
 everything); beside only a future log, the future log was complete, so it is promoted;
 alone, it is put back. A future log with a current one is loaded as a future log and the
-move resumes; alone, it is kept as the current log.
+move resumes; alone, it is kept as the current log, unless a log dir is offline (the
+current log may be there: the copy waits on disk, not loaded).
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ def _partition_path(moving_path: str, tp: TopicPartition) -> str:
     return f"{moving_path.rpartition('/')[0]}/{tp[0]}-{tp[1]}"
 
 
-def settle(disk: Disk, scan: DirScan) -> None:
+def settle(disk: Disk, scan: DirScan, promote_lone_futures: bool = True) -> None:
     """Finish or undo the swaps a crash interrupted (see the module's docstring)."""
     for tp, retired in sorted(scan.retired.items()):
         for path in retired:
@@ -101,7 +102,7 @@ def settle(disk: Disk, scan: DirScan) -> None:
                 disk.rename(path, path.removesuffix(RETIRED_SUFFIX) + DELETE_SUFFIX)
                 disk.rmtree(path.removesuffix(RETIRED_SUFFIX) + DELETE_SUFFIX)
     for tp, futures in sorted(scan.future.items()):
-        if tp not in scan.current:
+        if tp not in scan.current and promote_lone_futures:
             target = _partition_path(futures[0], tp)
             logger.warning("%s: a future log without its current log: kept as %s", tp, target)
             repoint_quarantine(disk, futures[0], target)

@@ -141,18 +141,17 @@ class LogManager:
         scan = DirScan()
         for log_dir in self.log_dirs:
             try:
-                self.disk.makedirs(log_dir)
-                for name in self.disk.listdir(log_dir):
-                    if name.endswith(DELETE_SUFFIX):
-                        logger.info("removing %s/%s left by an interrupted delete", log_dir, name)
-                        self.disk.rmtree(f"{log_dir}/{name}")
-                    elif self.disk.exists(f"{log_dir}/{name}/"):
-                        scan.add(log_dir, name)
+                names = self._partition_dirs(log_dir)
             except OSError as exc:
                 self._mark_offline(log_dir, exc)
+                continue
+            for name in names:
+                scan.add(log_dir, name)
         if len(self.offline_dirs) == len(self.log_dirs):
             raise OSError(f"all log dirs ({', '.join(self.log_dirs)}) have failed")
-        settle(self.disk, scan)
+        # A lone future log is promoted only when no dir is offline: its current log
+        # may be in the offline one, and a partial copy must not stand in for it.
+        settle(self.disk, scan, promote_lone_futures=not self.offline_dirs)
         for log_dir in self.log_dirs:
             if log_dir in self.offline_dirs:
                 continue
@@ -160,6 +159,23 @@ class LogManager:
                 self._load_dir(log_dir, scan, topic_configs)
             except OSError as exc:
                 self._mark_offline(log_dir, exc)
+        for tp in [tp for tp in self._futures if tp not in self._logs]:
+            logger.warning("%s-%d: a future log kept on disk, not loaded: no current log", *tp)
+            self._future_dir_of.pop(tp)
+            for segment in self._futures.pop(tp).segments:
+                segment.close()
+
+    def _partition_dirs(self, log_dir: str) -> list[str]:
+        """The dirs of ``log_dir`` (after removing those left by interrupted deletes)."""
+        self.disk.makedirs(log_dir)
+        names = []
+        for name in self.disk.listdir(log_dir):
+            if name.endswith(DELETE_SUFFIX):
+                logger.info("removing %s/%s left by an interrupted delete", log_dir, name)
+                self.disk.rmtree(f"{log_dir}/{name}")
+            elif self.disk.exists(f"{log_dir}/{name}/"):
+                names.append(name)
+        return names
 
     def _load_dir(
         self, log_dir: str, scan: DirScan, topic_configs: Callable[[str], LogConfig] | None
