@@ -58,6 +58,8 @@ def test_quarantine_list_says_when_nothing_was_kept(tmp_path: Path) -> None:
 def test_bad_invocations_are_refused_with_a_message() -> None:
     missing = epochlog("topics", "create")
     assert missing.returncode == 2 and "needs a topic name" in missing.stderr
+    half_move = epochlog("log-dirs", "move", "--topic", "t", "--dir", "/data2")
+    assert half_move.returncode == 1 and "needs one --topic, one --broker" in half_move.stderr
     unreachable = epochlog("topics", "list", "--bootstrap-server", "127.0.0.1:1")
     assert unreachable.returncode == 1 and "no broker reachable" in unreachable.stderr
 

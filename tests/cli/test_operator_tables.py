@@ -90,3 +90,18 @@ def test_command_config_reaches_an_ssl_only_listener(tmp_path: Path) -> None:
     finally:
         broker.stop()
         broker.close()
+
+
+def test_log_dirs_describe_prints_one_aligned_row_per_replica(
+    module_broker: BrokerProcess,
+) -> None:
+    server = ["--bootstrap-server", module_broker.bootstrap]
+    assert epochlog("topics", "create", "tab-dirs", "--partitions", "2", *server).returncode == 0
+    described = epochlog("log-dirs", "describe", "--topic", "tab-dirs", *server)
+    assert described.returncode == 0, described.stderr
+    header, *rows = described.stdout.splitlines()
+    assert header.split() == ["BROKER", "LOG", "DIR", "PARTITION", "SIZE", "LAG", "FUTURE"]
+    assert [row.split()[2] for row in rows] == ["tab-dirs-0", "tab-dirs-1"]
+    assert {row.split()[1] for row in rows} == {str(module_broker.log_dir)}
+    lag_at = header.index("LAG") + 2  # right-aligned under its header
+    assert all(row[lag_at] == "0" and row.endswith(" no") for row in rows)

@@ -44,19 +44,34 @@ DEBUGGING_REPLICA_ID = -2
 
 
 class Cluster:
-    def __init__(self, base: Path, metastore: str, size: int, settings: dict[str, str]) -> None:
+    def __init__(
+        self, base: Path, metastore: str, size: int, settings: dict[str, str], log_dirs: int = 1
+    ) -> None:
         self.metastore = metastore
         self.brokers = [
             BrokerProcess(
                 log_dir=base / f"broker{i}" / "logs",
                 output_dir=base / f"broker{i}",
-                settings={**FAST_FAILURE_SETTINGS, "metastore": metastore, **settings},
+                settings={
+                    **FAST_FAILURE_SETTINGS,
+                    "metastore": metastore,
+                    **settings,
+                    **self._log_dirs_setting(base / f"broker{i}", log_dirs),
+                },
                 broker_id=i,
             )
             for i in range(size)
         ]
         # Brokers stopped with SIGSTOP: alive, but they answer nobody until resumed.
         self.paused: set[int] = set()
+
+    @staticmethod
+    def _log_dirs_setting(base: Path, count: int) -> dict[str, str]:
+        """``log.dirs`` of a broker with several: ``logs`` (its ``log_dir``), ``logs-1``..."""
+        if count == 1:
+            return {}
+        dirs = [base / "logs"] + [base / f"logs-{n}" for n in range(1, count)]
+        return {"log.dirs": ",".join(str(d) for d in dirs)}
 
     def serve_metrics(self) -> dict[int, int]:
         """Give every broker a ``metrics.listener`` on a free port (before it starts);
@@ -432,9 +447,9 @@ async def _cluster(port: int) -> tuple[int, set[int]]:
 
 @contextmanager
 def running_cluster(
-    base: Path, metastore: str, size: int = 3, **settings: str
+    base: Path, metastore: str, size: int = 3, log_dirs: int = 1, **settings: str
 ) -> Iterator[Cluster]:
-    cluster = Cluster(base, metastore, size, {k: str(v) for k, v in settings.items()})
+    cluster = Cluster(base, metastore, size, {k: str(v) for k, v in settings.items()}, log_dirs)
     try:
         yield cluster.start()
     finally:

@@ -92,9 +92,7 @@ class Node:
         self._connections: ConnectionLoop | None = None
 
     async def start(self) -> None:
-        self.log_manager = LogManager(
-            self.seams.disk, self.seams.clock, [str(self.log_dir)], LogConfig()
-        )
+        self.log_manager = LogManager(self.seams.disk, self.seams.clock, self.log_dirs, LogConfig())
         self.log_manager.start()
         settings = BROKER.parse(self.cluster.settings)
         # Fetch sessions live in memory: a restarted broker starts with none.
@@ -142,6 +140,12 @@ class Node:
         await self.replica_manager.stop()
         self.log_manager.close()
 
+    @property
+    def log_dirs(self) -> list[str]:
+        """``log_dir``, then ``log_dir-1``... as many as the cluster gives each node."""
+        extra = [f"{self.log_dir}-{n}" for n in range(1, self.cluster.log_dirs)]
+        return [str(self.log_dir), *extra]
+
     def partition(self, topic: str = "t", index: int = 0) -> Any:
         return self.replica_manager.partition(topic, index)
 
@@ -153,10 +157,16 @@ class Cluster:
     """The test's controller: partition states, ISR compare-and-set, delivery."""
 
     def __init__(
-        self, base: Path, size: int = 3, racks: dict[int, str] | None = None, **settings: str
+        self,
+        base: Path,
+        size: int = 3,
+        racks: dict[int, str] | None = None,
+        log_dirs: int = 1,
+        **settings: str,
     ) -> None:
         self.settings = {**FAST, **settings}
         self.racks = dict(racks or {})
+        self.log_dirs = log_dirs
         self.nodes = {i: Node(self, i, base / f"broker{i}") for i in range(size)}
         self.topics: dict[str, Topic] = {}
         self.proposals: list[tuple[int, list[int], bool]] = []
@@ -237,7 +247,7 @@ def values_in(log: Any, start: int = 0) -> list[tuple[int, bytes]]:
 
 
 async def produce_to(
-    node: Node, values: list[bytes], acks: int = -1, timeout_ms: int = 10_000
+    node: Node, values: list[bytes], acks: int = -1, timeout_ms: int = 10_000, topic: str = "t"
 ) -> Any:
     conn = await node.connect()
     try:
@@ -247,7 +257,7 @@ async def produce_to(
             timeout_ms=timeout_ms,
             topic_data=[
                 ProduceRequest.TopicProduceData(
-                    name="t",
+                    name=topic,
                     partition_data=[
                         ProduceRequest.TopicProduceData.PartitionProduceData(
                             index=0, records=batch(values)

@@ -26,6 +26,7 @@ from kafka.protocol.admin import (
     DescribeTransactionsRequest,
     IncrementalAlterConfigsRequest,
 )
+from kafka.protocol.admin.cluster import AlterReplicaLogDirsRequest, DescribeLogDirsRequest
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetFetchRequest
 from kafka.protocol.producer import InitProducerIdRequest, WriteTxnMarkersRequest
 
@@ -119,6 +120,12 @@ def _marker() -> Any:
             )
         ]
     )
+
+
+def _move_to_nowhere() -> Any:
+    Dir = AlterReplicaLogDirsRequest.AlterReplicaLogDir
+    topic = Dir.AlterReplicaLogDirTopic(name="t", partitions=[0])
+    return AlterReplicaLogDirsRequest(dirs=[Dir(path="/nowhere", topics=[topic])])
 
 
 def _partitions(response: Any) -> list[int]:
@@ -230,6 +237,20 @@ CASES = {
         _partitions,
         E.TOPIC_AUTHORIZATION_FAILED,
         grant(TOPIC, "t", Op.READ),
+    ),
+    "DescribeLogDirs needs DESCRIBE on the cluster": Case(
+        DescribeLogDirsRequest(topics=None),
+        4,
+        lambda r: [r.error_code],
+        E.CLUSTER_AUTHORIZATION_FAILED,
+        grant(CLUSTER, CLUSTER_NAME, Op.DESCRIBE),
+    ),
+    "AlterReplicaLogDirs needs ALTER on the cluster": Case(
+        _move_to_nowhere(),
+        2,
+        lambda r: [p.error_code for t in r.results for p in t.partitions],
+        E.CLUSTER_AUTHORIZATION_FAILED,
+        grant(CLUSTER, CLUSTER_NAME, Op.ALTER),
     ),
     "DescribeGroups needs DESCRIBE on the group": Case(
         DescribeGroupsRequest(groups=["g"], include_authorized_operations=False),

@@ -293,9 +293,10 @@ class Broker:
         for name in self.config.unknown:
             # Kafka's wording, so that a misspelt setting is found as in Kafka's log.
             log.warning("The configuration '%s' was supplied but isn't a known config.", name)
-        for log_dir in self.config.log_dirs:
-            # The default metastore file lives in the first log directory.
-            self.seams.disk.makedirs(log_dir)
+        if not self.config["metastore"] and not self.config["zookeeper.connect"]:
+            # The default metastore lives in the first log dir; the log manager makes
+            # the dirs (one it cannot use is offline, not fatal).
+            self.seams.disk.makedirs(self.config.log_dirs[0])
         self.store = await open_metastore(
             metastore_uri(self.config),
             self.seams.clock,
@@ -324,6 +325,13 @@ class Broker:
                 self.topic_log_config(stored[name].configs) if name in stored else self.log_defaults
             )
         )
+        # Kafka's isNew: a replica assigned before this start is never created empty.
+        self.replica_manager.hosted_at_start = {
+            (name, index)
+            for name, topic in stored.items()
+            for index, state in topic.partitions.items()
+            if self.broker_id in state.replicas
+        }
         listeners = self.config.listeners
         for listener in listeners.served:
             self._servers[listener.name] = await self.seams.network.serve(

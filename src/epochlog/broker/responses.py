@@ -30,6 +30,9 @@ def error_code(exc: BaseException) -> ErrorCode:
     """The wire error for an exception met while serving one partition or resource."""
     if isinstance(exc, KafkaError):
         return exc.code
+    if isinstance(exc, OSError):  # a log's disk failing, as Kafka answers it
+        log.error("storage error: %s", exc)
+        return ErrorCode.KAFKA_STORAGE_ERROR
     log.exception("internal error", exc_info=exc)
     return ErrorCode.UNKNOWN_SERVER_ERROR
 

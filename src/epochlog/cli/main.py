@@ -30,7 +30,7 @@ from epochlog.broker.broker import Broker
 from epochlog.broker.config import BrokerConfig, parse_properties
 from epochlog.broker.process_memory import keep_large_buffers
 from epochlog.chaos.command import add_chaos_arguments
-from epochlog.cli import acl_commands, admin_commands, reassign_commands, users
+from epochlog.cli import acl_commands, admin_commands, log_dirs, reassign_commands, users
 from epochlog.cli.logs import configure_logging
 from epochlog.client.errors import ClientError
 from epochlog.demo import add_arguments as add_demo_arguments
@@ -252,6 +252,10 @@ def _cmd_transactions(args: argparse.Namespace) -> int:
     )
 
 
+def _cmd_log_dirs(args: argparse.Namespace) -> int:
+    return _run(lambda: log_dirs.run(args, _client(args)))
+
+
 def _cmd_users(args: argparse.Namespace) -> int:
     return _run(lambda: users.run_users(args, _client(args)))
 
@@ -398,6 +402,13 @@ def build_parser() -> argparse.ArgumentParser:
     txn.add_argument("--topic")
     txn.add_argument("--partition", type=int, default=0)
     txn.set_defaults(func=_cmd_transactions)
+
+    dirs_cmd = sub.add_parser(
+        "log-dirs", help="describe each broker's log dirs; move a replica to another dir"
+    )
+    log_dirs.add_arguments(dirs_cmd)
+    _add_client_arguments(dirs_cmd)
+    dirs_cmd.set_defaults(func=_cmd_log_dirs)
 
     users_cmd = sub.add_parser("users", help="add, list and remove SCRAM users")
     users.add_arguments(users_cmd)

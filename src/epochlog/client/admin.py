@@ -23,6 +23,7 @@ from kafka.protocol.metadata import MetadataRequest
 
 from epochlog.client.admin_acls import AclAdmin
 from epochlog.client.admin_groups import GroupAdmin
+from epochlog.client.admin_log_dirs import LogDirAdmin
 from epochlog.client.admin_reassignments import ReassignmentAdmin
 from epochlog.client.admin_transactions import TransactionAdmin
 from epochlog.client.admin_users import UserAdmin
@@ -83,7 +84,9 @@ def _raise_for(code: int, what: str) -> None:
         raise KafkaError(ErrorCode(code), what)
 
 
-class AsyncAdmin(GroupAdmin, TransactionAdmin, UserAdmin, AclAdmin, ReassignmentAdmin):
+class AsyncAdmin(
+    GroupAdmin, TransactionAdmin, UserAdmin, AclAdmin, ReassignmentAdmin, LogDirAdmin
+):
     """``AsyncAdmin({"bootstrap.servers": ...}, seams)``: Kafka's admin client on asyncio,
     all its I/O and time through ``seams`` (``real_seams()`` outside a simulation)."""
 

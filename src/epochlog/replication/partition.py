@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import enum
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -99,6 +100,8 @@ class Partition:
         self.log = log
         self.state = state
         self.local_broker_id = local_broker_id
+        # Told of an OSError from this partition's log: its log dir failed.
+        self.on_storage_error: Callable[[OSError], None] | None = None
         # No high-watermark checkpoint yet: start from the log start and let the ISR (or,
         # alone in the ISR, this broker's own log end) move it.
         self.high_watermark = log.log_start_offset
@@ -247,9 +250,18 @@ class Partition:
     def append_as_leader(
         self, records: bytearray, origin: AppendOrigin = AppendOrigin.CLIENT
     ) -> AppendResult:
-        result = self.log.append_as_leader(records, self.leader_epoch, origin)
+        try:
+            result = self.log.append_as_leader(records, self.leader_epoch, origin)
+        except OSError as exc:
+            raise self._storage_error(exc) from exc
         self.maybe_advance_high_watermark()
         return result
+
+    def _storage_error(self, exc: OSError) -> KafkaError:
+        """Kafka's answer to an I/O error of a log (its dir goes offline)."""
+        if self.on_storage_error is not None:
+            self.on_storage_error(exc)
+        return KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{self}: {exc}")
 
     def record_follower_fetch(
         self,
@@ -358,7 +370,10 @@ class Partition:
     # -- follower --------------------------------------------------------------------------
 
     def append_as_follower(self, records: bytearray) -> AppendResult:
-        return self.log.append_as_follower(records)
+        try:
+            return self.log.append_as_follower(records)
+        except OSError as exc:
+            raise self._storage_error(exc) from exc
 
     def update_follower_high_watermark(self, leader_high_watermark: int) -> bool:
         """A follower's HW is the leader's, capped by what it holds; never backwards."""
@@ -370,13 +385,19 @@ class Partition:
 
     def truncate_to(self, offset: int, reason: str) -> TruncatedRange | None:
         """Cut the log at ``offset`` (what goes is kept in quarantine by the log)."""
-        removed = self.log.truncate_to(offset, reason)
+        try:
+            removed = self.log.truncate_to(offset, reason)
+        except OSError as exc:
+            raise self._storage_error(exc) from exc
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
         self._count_truncation(removed)
         return removed
 
     def truncate_fully_and_start_at(self, offset: int, reason: str) -> TruncatedRange | None:
-        removed = self.log.truncate_fully_and_start_at(offset, reason)
+        try:
+            removed = self.log.truncate_fully_and_start_at(offset, reason)
+        except OSError as exc:
+            raise self._storage_error(exc) from exc
         self.high_watermark = offset
         self._count_truncation(removed)
         return removed

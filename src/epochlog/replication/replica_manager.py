@@ -16,6 +16,7 @@ from epochlog.metrics.topic_stats import BrokerTopicStats
 from epochlog.protocol.control import build_marker_batch
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.replication.fetcher import EndpointOf, ReplicaFetcherManager
+from epochlog.replication.log_dir_mover import LogDirMover
 from epochlog.replication.partition import Partition, StateChange
 from epochlog.replication.replica_selector import preferred_read_replica
 from epochlog.replication.settings import ReplicationSettings
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from epochlog.metadata.model import TopicMetadata
     from epochlog.seams import Clock, Seams
     from epochlog.storage.config import LogConfig
+    from epochlog.storage.log import Log
     from epochlog.storage.log_manager import LogManager
     from epochlog.storage.results import AppendResult
 
@@ -75,7 +77,24 @@ class ReplicaManager:
             else None
         )
         self._tasks = BackgroundTasks()
+        self.log_dir_mover = LogDirMover(
+            log_manager,
+            self.clock,
+            self._changed,
+            lambda topic, index: self._partitions.get((topic, index)),
+            self._swap_log,
+            self.settings.replica_fetch_max_bytes,
+            self.settings.replica_fetch_backoff_ms / 1000,
+        )
         self._isr_task: asyncio.Task[None] | None = None
+        log_manager.on_dir_failure = self._on_dir_failure
+        # Replicas assigned here before this start (Kafka's isNew false), and those of
+        # them whose log is in no online log dir: offline, answering KAFKA_STORAGE_ERROR,
+        # never re-created empty (an empty replica taking over would lose the records).
+        self.hosted_at_start: set[tuple[str, int]] = set()
+        self.offline_partitions: set[tuple[str, int]] = set()
+        # (leader epoch, partition epoch) of the state each was last handed away in.
+        self._handed_away: dict[tuple[str, int], tuple[int, int]] = {}
         self.stopped = False
         self.topic_stats = BrokerTopicStats()
         # ISR changes the controller accepted (Kafka's IsrShrinksPerSec, IsrExpandsPerSec).
@@ -97,6 +116,7 @@ class ReplicaManager:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await self.log_dir_mover.stop()
         if self._fetchers is not None:
             await self._fetchers.stop()
         self._changed.fire()
@@ -109,6 +129,8 @@ class ReplicaManager:
     def partition(self, topic: str, index: int) -> Partition:
         partition = self._partitions.get((topic, index))
         if partition is None:
+            if (topic, index) in self.offline_partitions:
+                raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{topic}-{index} is offline")
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{index}")
         return partition
 
@@ -143,13 +165,20 @@ class ReplicaManager:
                 partition = None
             if partition is None:
                 plog = self.log_manager.get_log(name, index)
+                if plog is None and self._in_offline_dir(key):
+                    self._hand_away(name, index, state)
+                    continue
                 if plog is None:
                     plog = self.log_manager.create_log(
                         name, index, log_config, topic_id_to_str(topic.topic_id.bytes)
                     )
                 partition = Partition(name, index, topic.topic_id, plog, state, self.broker_id)
                 plog.on_damage = lambda cut, p=partition: self._on_damage(p, cut)
+                partition.on_storage_error = lambda exc, k=key: self.log_manager.fail_dir_of(
+                    *k, exc
+                )
                 self._partitions[key] = partition
+                self.log_dir_mover.resume(partition)  # a move a restart interrupted
             else:
                 partition.log.config = log_config
             self.apply_partition_state(partition, state)
@@ -173,6 +202,67 @@ class ReplicaManager:
             f"this replica left the assignment (replicas now {state.replicas}); its high"
             f" watermark was {partition.high_watermark}",
         )
+
+    def _in_offline_dir(self, key: tuple[str, int]) -> bool:
+        """Whether the replica is offline: its log dir failed while running, or it was
+        assigned before this start and no online dir has its log."""
+        if key in self.offline_partitions:
+            return True
+        if not self.log_manager.offline_dirs or key not in self.hosted_at_start:
+            return False
+        if key not in self.offline_partitions:
+            offline = ", ".join(sorted(self.log_manager.offline_dirs))
+            log.error("%s-%d: offline: not in an online log dir (%s offline)", *key, offline)
+            self.offline_partitions.add(key)
+        return True
+
+    def _on_dir_failure(self, log_dir: str, failed: list[tuple[str, int]]) -> None:
+        """A log dir failed while running: its partitions go offline here, and those
+        this broker leads are handed to the rest of their ISR."""
+        for key in failed:
+            self.offline_partitions.add(key)
+            partition = self._partitions.pop(key, None)
+            if partition is None:
+                continue
+            log.error("%s: offline: its log dir %s failed", partition, log_dir)
+            if self._fetchers is not None:
+                self._fetchers.unfollow(key)
+            self._hand_away(partition.topic, partition.index, partition.state)
+        self._changed.fire()
+
+    def _hand_away(self, topic: str, index: int, state: PartitionState) -> None:
+        """An offline replica cannot lead: it leaves the ISR, so that the controller
+        elects another in-sync replica (as Kafka's moves leadership off a failed log
+        dir); once per partition state."""
+        others = [r for r in state.isr if r != self.broker_id]
+        marker = (state.leader_epoch, state.partition_epoch)
+        key = (topic, index)
+        if state.leader != self.broker_id or not others or self._propose_isr is None:
+            return
+        if self._handed_away.get(key) == marker:
+            return
+        self._handed_away[key] = marker
+        log.warning("%s-%d: offline here: proposing ISR %s to hand leadership away", *key, others)
+        propose = self._propose_isr
+
+        async def send() -> None:
+            try:
+                await propose(topic, index, state.leader_epoch, state.partition_epoch, others)
+            except Exception:
+                log.exception("%s-%d: handing leadership away failed", topic, index)
+
+        self._tasks.spawn(send())
+
+    def alter_log_dir(self, topic: str, index: int, log_dir: str) -> None:
+        """AlterReplicaLogDirs for one hosted partition (``replication/log_dir_mover.py``)."""
+        self.log_dir_mover.alter(self.partition(topic, index), log_dir)
+
+    def _swap_log(self, partition: Partition, moved: Log) -> None:
+        """The partition serves from its moved log from now on."""
+        partition.log = moved
+        moved.on_damage = lambda cut, p=partition: self._on_damage(p, cut)
+        moved.holes.repairable = not partition.is_leader
+        self._changed.fire()
 
     def apply_partition_state(self, partition: Partition, state: PartitionState) -> StateChange:
         """Apply one partition's state (from the controller, or an accepted ISR change)."""

@@ -76,6 +76,9 @@ class Disk(Protocol):
 
     def file_size(self, path: str) -> int: ...
 
+    def disk_usage(self, path: str) -> tuple[int, int]:
+        """(total, usable) bytes of the volume holding ``path``; -1 where unknown."""
+
 
 @dataclass(frozen=True)
 class Tls:

@@ -133,6 +133,10 @@ class OsDisk:
     def file_size(self, path: str) -> int:
         return os.path.getsize(path)
 
+    def disk_usage(self, path: str) -> tuple[int, int]:
+        usage = shutil.disk_usage(path)
+        return usage.total, usage.free
+
 
 class StreamServer:
     def __init__(self, server: asyncio.base_events.Server) -> None:

@@ -97,6 +97,8 @@ RULES: dict[int, dict[str, tuple[ResourceType, AclOperation]]] = {
     ApiKey.DELETE_ACLS: {"cluster": (CLUSTER, Op.ALTER)},
     ApiKey.DELETE_RECORDS: {"topic": (TOPIC, Op.DELETE)},
     ApiKey.DESCRIBE_CLUSTER: {"cluster": (CLUSTER, Op.DESCRIBE)},
+    ApiKey.DESCRIBE_LOG_DIRS: {"cluster": (CLUSTER, Op.DESCRIBE)},
+    ApiKey.ALTER_REPLICA_LOG_DIRS: {"cluster": (CLUSTER, Op.ALTER)},
     ApiKey.ALTER_CONFIGS: {
         "topic": (TOPIC, Op.ALTER_CONFIGS),
         "cluster": (CLUSTER, Op.ALTER_CONFIGS),

@@ -252,6 +252,11 @@ class DiskView:
         self.check()
         return len(self.disk.stored(path).data)
 
+    def disk_usage(self, path: str) -> tuple[int, int]:
+        """A simulated volume has no size: unknown, as Kafka's -1 says."""
+        self.check()
+        return -1, -1
+
 
 class SimFile:
     """An open file of a DiskView: dies with it."""

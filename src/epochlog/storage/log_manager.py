@@ -13,7 +13,9 @@ Without that source the cleaner cleans nothing (see ``storage/cleaner.py`` for w
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -34,12 +36,24 @@ from epochlog.storage.cleaner import CLEANER_CHECKPOINT, LogCleaner, dirty_ratio
 from epochlog.storage.compaction_lag import cleanable_up_to, compaction_overdue
 from epochlog.storage.config import LogConfig
 from epochlog.storage.log import Log
-from epochlog.storage.quarantine import QUARANTINE_DIR
+from epochlog.storage.log_dir_moves import (
+    DELETE_SUFFIX,
+    FUTURE_SUFFIX,
+    RETIRED_SUFFIX,
+    DirScan,
+    adopt_epochs,
+    carry_quarantine,
+    moving_dir_name,
+    repoint_quarantine,
+    settle,
+)
+from epochlog.storage.quarantine import delete_keeping_quarantine
 from epochlog.storage.scrubber import Scrubber
 
 logger = logging.getLogger("epochlog.storage")
 
 _MAX_TICK_S = 1.0
+_REPLACED_CHECK_INTERVAL_MS = 1000
 
 
 @dataclass(frozen=True)
@@ -71,14 +85,6 @@ class LogManagerSettings:
         return bind(cls, settings)
 
 
-def parse_partition_dir(name: str) -> TopicPartition | None:
-    """``<topic>-<partition>`` -> (topic, partition), or None for anything else."""
-    topic, sep, partition = name.rpartition("-")
-    if not sep or not topic or not partition.isdigit():
-        return None
-    return topic, int(partition)
-
-
 class LogManager:
     def __init__(
         self,
@@ -98,6 +104,17 @@ class LogManager:
         self.settings = settings or LogManagerSettings()
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, str] = {}
+        # Logs being copied to another dir by AlterReplicaLogDirs (``log_dir_moves``).
+        self._futures: dict[TopicPartition, Log] = {}
+        self._future_dir_of: dict[TopicPartition, str] = {}
+        # Replaced logs: renamed to -delete, closed and removed at (due ms) so that a
+        # read already handed their files finishes (Kafka's file.delete.delay.ms).
+        self._replaced: list[tuple[int, Log, str]] = []
+        self.offline_dirs: set[str] = set()
+        # Told which partitions a log dir failing while running took offline.
+        self.on_dir_failure: Callable[[str, list[TopicPartition]], None] | None = None
+        # Where AlterReplicaLogDirs asked a partition not hosted yet to be created.
+        self.preferred_dirs: dict[TopicPartition, str] = {}
         # Where each partition's high watermark comes from (bounds the cleaner).
         self.high_watermark = high_watermark
         self.cleaner = LogCleaner(
@@ -119,39 +136,116 @@ class LogManager:
     # -- lifecycle ---------------------------------------------------------------------
 
     def start(self, topic_configs: Callable[[str], LogConfig] | None = None) -> None:
-        """Load every partition in every log dir, then clear the clean-shutdown markers."""
+        """Load every partition in every log dir (future logs too, after settling any
+        move a crash interrupted), then clear the clean-shutdown markers. A dir that
+        cannot be read is offline, as in Kafka; the broker goes on with the others."""
+        scan = DirScan()
         for log_dir in self.log_dirs:
-            self.disk.makedirs(log_dir)
-            clean = was_clean_shutdown(self.disk, log_dir)
-            recovery = self._read_checkpoint(log_dir, RECOVERY_POINT_CHECKPOINT)
-            starts = self._read_checkpoint(log_dir, LOG_START_OFFSET_CHECKPOINT)
-            self._first_dirty.update(self._read_checkpoint(log_dir, CLEANER_CHECKPOINT))
-            for name in self.disk.listdir(log_dir):
-                path = f"{log_dir}/{name}"
-                if name.endswith("-delete"):
-                    logger.info("removing %s left by an interrupted delete", path)
-                    self.disk.rmtree(path)
-                    continue
-                tp = parse_partition_dir(name)
-                if tp is None or self.disk.exists(path + "/") is False:
-                    continue
-                if tp in self._logs:
-                    raise ValueError(f"{tp[0]}-{tp[1]} found in two log dirs")
-                config = topic_configs(tp[0]) if topic_configs else self.default_config
-                self._logs[tp] = Log.open(
-                    self.disk,
-                    self.clock,
-                    path,
-                    tp[0],
-                    tp[1],
-                    config,
-                    recovery_point=recovery.get(tp, 0),
-                    log_start_offset=starts.get(tp, 0),
-                    clean_shutdown=clean,
-                    validator=self.validator,
-                )
-                self._dir_of[tp] = log_dir
-            clear_clean_shutdown(self.disk, log_dir)
+            try:
+                names = self._partition_dirs(log_dir)
+            except OSError as exc:
+                self._mark_offline(log_dir, exc)
+                continue
+            for name in names:
+                scan.add(log_dir, name)
+        if len(self.offline_dirs) == len(self.log_dirs):
+            raise OSError(f"all log dirs ({', '.join(self.log_dirs)}) have failed")
+        # A lone future log is promoted only when no dir is offline: its current log
+        # may be in the offline one, and a partial copy must not stand in for it.
+        settle(self.disk, scan, promote_lone_futures=not self.offline_dirs)
+        for log_dir in self.log_dirs:
+            if log_dir in self.offline_dirs:
+                continue
+            try:
+                self._load_dir(log_dir, scan, topic_configs)
+            except OSError as exc:
+                self._mark_offline(log_dir, exc)
+        for tp in [tp for tp in self._futures if tp not in self._logs]:
+            logger.warning("%s-%d: a future log kept on disk, not loaded: no current log", *tp)
+            self._future_dir_of.pop(tp)
+            for segment in self._futures.pop(tp).segments:
+                segment.close()
+
+    def _partition_dirs(self, log_dir: str) -> list[str]:
+        """The dirs of ``log_dir`` (after removing those left by interrupted deletes)."""
+        self.disk.makedirs(log_dir)
+        names = []
+        for name in self.disk.listdir(log_dir):
+            if name.endswith(DELETE_SUFFIX):
+                logger.info("removing %s/%s left by an interrupted delete", log_dir, name)
+                self.disk.rmtree(f"{log_dir}/{name}")
+            elif self.disk.exists(f"{log_dir}/{name}/"):
+                names.append(name)
+        return names
+
+    def _load_dir(
+        self, log_dir: str, scan: DirScan, topic_configs: Callable[[str], LogConfig] | None
+    ) -> None:
+        clean = was_clean_shutdown(self.disk, log_dir)
+        recovery = self._read_checkpoint(log_dir, RECOVERY_POINT_CHECKPOINT)
+        starts = self._read_checkpoint(log_dir, LOG_START_OFFSET_CHECKPOINT)
+        self._first_dirty.update(self._read_checkpoint(log_dir, CLEANER_CHECKPOINT))
+        prefix = log_dir + "/"
+        for table, logs, dirs in (
+            (scan.current, self._logs, self._dir_of),
+            (scan.future, self._futures, self._future_dir_of),
+        ):
+            for tp, paths in sorted(table.items()):
+                for path in (p for p in paths if p.startswith(prefix)):
+                    if tp in logs:
+                        raise ValueError(f"{tp[0]}-{tp[1]} found twice: {path}")
+                    config = topic_configs(tp[0]) if topic_configs else self.default_config
+                    logs[tp] = Log.open(
+                        self.disk,
+                        self.clock,
+                        path,
+                        tp[0],
+                        tp[1],
+                        config,
+                        recovery_point=recovery.get(tp, 0),
+                        log_start_offset=starts.get(tp, 0),
+                        clean_shutdown=clean,
+                        validator=self.validator,
+                    )
+                    dirs[tp] = log_dir
+        clear_clean_shutdown(self.disk, log_dir)
+
+    def _mark_offline(self, log_dir: str, exc: OSError) -> None:
+        """Kafka's log dir failure: the dir's logs are no longer served."""
+        logger.error("log dir %s is offline: %s", log_dir, exc)
+        self.offline_dirs.add(log_dir)
+        for logs, dirs in ((self._logs, self._dir_of), (self._futures, self._future_dir_of)):
+            for tp in [tp for tp, d in dirs.items() if d == log_dir]:
+                del dirs[tp]
+                for segment in logs.pop(tp).segments:
+                    with contextlib.suppress(OSError):
+                        segment.close()
+
+    def fail_dir(self, log_dir: str, exc: OSError) -> None:
+        """An I/O error in ``log_dir`` while running: Kafka's log dir failure. Its logs
+        are closed and no longer served; the owner of the partitions is told which."""
+        if log_dir in self.offline_dirs:
+            return
+        failed = [tp for tp, d in self._dir_of.items() if d == log_dir]
+        self._mark_offline(log_dir, exc)
+        for tp in failed:  # a copy elsewhere stays on disk: it may be all that is left
+            future = self._futures.pop(tp, None)
+            if future is not None:
+                self._future_dir_of.pop(tp)
+                future.close()
+        if not self.online_dirs:
+            logger.critical("every log dir (%s) is offline", ", ".join(self.log_dirs))
+        if self.on_dir_failure is not None:
+            self.on_dir_failure(log_dir, failed)
+
+    def fail_dir_of(self, topic: str, partition: int, exc: OSError) -> None:
+        log_dir = self._dir_of.get((topic, partition))
+        if log_dir is not None:
+            self.fail_dir(log_dir, exc)
+
+    @property
+    def online_dirs(self) -> list[str]:
+        return [d for d in self.log_dirs if d not in self.offline_dirs]
 
     def _read_checkpoint(self, log_dir: str, name: str) -> dict[TopicPartition, int]:
         try:
@@ -164,14 +258,15 @@ class LogManager:
         """Flush and close every log, write checkpoints, then mark a clean shutdown, but
         not in a log dir holding a hole: its log's recovery point stays below the hole,
         so the next start re-validates from there and finds the hole again."""
-        for log in self._logs.values():
+        for log in (*self._logs.values(), *self._futures.values()):
             log.close()
+        self.delete_replaced_logs(self.clock.time_ms(), force=True)
         self.cleaner.close_retired(self.clock.time_ms(), force=True)
         self.checkpoint_cleaner_offsets()
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
         holed = [log.directory for log in self._logs.values() if log.holes]
-        for log_dir in self.log_dirs:
+        for log_dir in self.online_dirs:
             if any(directory.startswith(log_dir.rstrip("/") + "/") for directory in holed):
                 logger.warning("%s: not marked shut down cleanly: a log has a hole", log_dir)
                 continue
@@ -196,10 +291,15 @@ class LogManager:
         tp = (topic, partition)
         log = self._logs.get(tp)
         if log is None:
-            counts = {d: 0 for d in self.log_dirs}
+            online = self.online_dirs
+            if not online:
+                raise OSError(f"no log dir online for {topic}-{partition}")
+            counts = {d: 0 for d in online}
             for d in self._dir_of.values():
-                counts[d] += 1
-            log_dir = min(self.log_dirs, key=lambda d: counts[d])
+                counts[d] = counts.get(d, 0) + 1
+            log_dir = self.preferred_dirs.pop(tp, None)
+            if log_dir not in online:
+                log_dir = min(online, key=lambda d: counts[d])
             log = Log.open(
                 self.disk,
                 self.clock,
@@ -222,6 +322,7 @@ class LogManager:
             return False
         self._dir_of.pop(tp)
         self._first_dirty.pop(tp, None)
+        self.delete_future_log(topic, partition)
         log.delete()
         return True
 
@@ -229,43 +330,142 @@ class LogManager:
         """This broker left the partition's replicas (a reassignment moved it away):
         what the log holds from ``keep_from`` (its high watermark) on, which the replicas
         left in sync may lack, goes to quarantine; the rest, which every one of them
-        holds, is deleted. The quarantine stays in the partition's folder, never
-        deleted with it (a folder left with only that loads as an empty log; one
-        named ``.retiring``, left by a crash midway, is listed by the quarantine tools
-        and never loaded)."""
+        holds, is deleted. The quarantine stays (``quarantine.delete_keeping_quarantine``)."""
         tp = (topic, partition)
         log = self._logs.pop(tp, None)
         if log is None:
             return
         self._dir_of.pop(tp)
         self._first_dirty.pop(tp, None)
+        self.delete_future_log(topic, partition)
         if keep_from < log.log_end_offset:
             log.truncate_to(max(keep_from, log.log_start_offset), reason)
-        logger.info(
-            "%s-%d: deleting offsets %d..%d, held by every replica left in sync (%s)",
+        first, last = log.log_start_offset, log.log_end_offset - 1
+        logger.info("%s-%d: deleting %d..%d, held by every replica left in sync (%s)",
+                    topic, partition, first, last, reason)  # fmt: skip
+        if log.quarantine.list():
+            delete_keeping_quarantine(self.disk, log.directory, log.delete)
+            logger.info("%s-%d: its quarantine stays in %s", topic, partition, log.directory)
+        else:
+            log.delete()
+
+    def log_dir_named(self, path: str) -> str | None:
+        """The configured log dir ``path`` names (Kafka compares absolute paths)."""
+        wanted = os.path.abspath(path)
+        return next((d for d in self.log_dirs if os.path.abspath(d) == wanted), None)
+
+    def dir_of(self, topic: str, partition: int) -> str | None:
+        return self._dir_of.get((topic, partition))
+
+    def logs_in(self, log_dir: str) -> list[tuple[Log, bool]]:
+        """(log, is future) of every log in ``log_dir``."""
+        return [(self._logs[tp], False) for tp, d in self._dir_of.items() if d == log_dir] + [
+            (self._futures[tp], True) for tp, d in self._future_dir_of.items() if d == log_dir
+        ]
+
+    # -- moves between log dirs (``storage/log_dir_moves.py``) -------------------------
+
+    def future_log(self, topic: str, partition: int) -> tuple[Log, str] | None:
+        """The partition's future log and its dir, while a move is under way."""
+        tp = (topic, partition)
+        future = self._futures.get(tp)
+        return None if future is None else (future, self._future_dir_of[tp])
+
+    def create_future_log(self, topic: str, partition: int, log_dir: str) -> Log:
+        """An empty future log of a hosted partition in another online log dir."""
+        tp = (topic, partition)
+        current = self._logs[tp]
+        if log_dir in self.offline_dirs or self._dir_of[tp] == log_dir:
+            raise ValueError(f"{log_dir} cannot receive {topic}-{partition}")
+        token = str(self.clock.time_ms())
+        name = moving_dir_name(topic, partition, token, FUTURE_SUFFIX)
+        future = Log.open(
+            self.disk,
+            self.clock,
+            f"{log_dir}/{name}",
             topic,
             partition,
-            log.log_start_offset,
-            log.log_end_offset - 1,
-            reason,
+            current.config,
+            validator=self.validator,
+        )  # its log start follows the current log's at the first copy step
+        if current.topic_id is not None:
+            future.set_topic_id(current.topic_id)
+        self._futures[tp] = future
+        self._future_dir_of[tp] = log_dir
+        return future
+
+    def delete_future_log(self, topic: str, partition: int) -> None:
+        """Give a move up: the future log is a copy, the current one holds everything."""
+        tp = (topic, partition)
+        future = self._futures.pop(tp, None)
+        if future is not None:
+            self._future_dir_of.pop(tp)
+            future.delete()
+
+    def replace_current_with_future(self, topic: str, partition: int) -> Log:
+        """The swap, once the future log ends where the current one does: returns the
+        partition's new current log, opened from its new place. The old one is kept
+        open, renamed -delete, until ``file.delete.delay.ms`` has passed."""
+        tp = (topic, partition)
+        current, future = self._logs[tp], self._futures[tp]
+        if current.log_end_offset != future.log_end_offset:
+            raise ValueError(f"{topic}-{partition}: the future log is not caught up")
+        current.flush()
+        carry_quarantine(self.disk, current, future)
+        future.close()
+        source_dir, target_dir = self._dir_of[tp], self._future_dir_of[tp]
+        token = str(self.clock.time_ms())
+        retired = f"{source_dir}/{moving_dir_name(topic, partition, token, RETIRED_SUFFIX)}"
+        self.disk.rename(current.directory, retired)
+        target = f"{target_dir}/{topic}-{partition}"
+        repoint_quarantine(self.disk, future.directory, target)
+        self.disk.rename(future.directory, target)
+        doomed = retired.removesuffix(RETIRED_SUFFIX) + DELETE_SUFFIX
+        self.disk.rename(retired, doomed)
+        moved = Log.open(
+            self.disk,
+            self.clock,
+            target,
+            topic,
+            partition,
+            current.config,
+            recovery_point=future.log_end_offset,
+            log_start_offset=future.log_start_offset,
+            clean_shutdown=True,
+            validator=self.validator,
         )
-        if not log.quarantine.list():
-            log.delete()
-            return
-        # The quarantine steps aside while the folder goes as a deleted topic's does,
-        # then comes back to where its descriptions say its files are.
-        aside = f"{log.directory}.retiring"
-        self.disk.makedirs(aside)
-        self.disk.rename(f"{log.directory}/{QUARANTINE_DIR}", f"{aside}/{QUARANTINE_DIR}")
-        log.delete()
-        self.disk.rename(aside, log.directory)
-        logger.info("%s-%d: its quarantine stays in %s", topic, partition, log.directory)
+        adopt_epochs(current, moved)  # after the load, which drops an epoch without a batch
+        del self._futures[tp], self._future_dir_of[tp]
+        self._logs[tp], self._dir_of[tp] = moved, target_dir
+        self._first_dirty.pop(tp, None)
+        self._replaced.append(
+            (self.clock.time_ms() + self.settings.file_delete_delay_ms, current, doomed)
+        )
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+        logger.info("%s-%d moved from %s to %s", topic, partition, source_dir, target_dir)
+        return moved
+
+    def delete_replaced_logs(self, now_ms: int, force: bool = False) -> None:
+        """Close and remove the replaced logs whose delay has passed."""
+        keep = []
+        for due, log, path in self._replaced:
+            if force or now_ms >= due:
+                for segment in log.segments:
+                    segment.close()
+                self.disk.rmtree(path)
+            else:
+                keep.append((due, log, path))
+        self._replaced = keep
 
     # -- periodic work -----------------------------------------------------------------
 
     def flush_due_logs(self, now_ms: int) -> None:
         for log in self.all_logs():
-            log.maybe_flush(now_ms)
+            try:
+                log.maybe_flush(now_ms)
+            except OSError as exc:
+                self.fail_dir_of(log.topic, log.partition, exc)
 
     def enforce_retention(self, now_ms: int) -> int:
         deleted = 0
@@ -297,7 +497,8 @@ class LogManager:
             return 0
         cleaned = 0
         for log in self.all_logs():
-            if not log.config.compact:
+            # Kafka pauses cleaning a partition while it moves between log dirs.
+            if not log.config.compact or (log.topic, log.partition) in self._futures:
                 continue
             bound = self.high_watermark(log.topic, log.partition)
             if bound is None:
@@ -330,9 +531,12 @@ class LogManager:
         self._write_checkpoints(LOG_START_OFFSET_CHECKPOINT, lambda log: log.log_start_offset)
 
     def _write_checkpoints(self, name: str, value: Callable[[Log], int]) -> None:
-        for log_dir in self.log_dirs:
-            offsets = {tp: value(self._logs[tp]) for tp, d in self._dir_of.items() if d == log_dir}
-            OffsetCheckpointFile(self.disk, f"{log_dir}/{name}").write(offsets)
+        for log_dir in self.online_dirs:
+            offsets = {(log.topic, log.partition): value(log) for log, _ in self.logs_in(log_dir)}
+            try:
+                OffsetCheckpointFile(self.disk, f"{log_dir}/{name}").write(offsets)
+            except OSError as exc:
+                self.fail_dir(log_dir, exc)
 
     def reconfigure(
         self,
@@ -364,6 +568,7 @@ class LogManager:
                 lambda _: self.checkpoint_log_start_offsets(),
             ),
             (lambda: s.producer_id_expiration_check_interval_ms, self.expire_producers),
+            (lambda: _REPLACED_CHECK_INTERVAL_MS, self.delete_replaced_logs),
         ]
         if s.cleaner_enable:
             # log.cleaner.backoff.ms is dynamic: read at each run.

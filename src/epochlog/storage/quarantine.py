@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from epochlog.seams import Clock, Disk, FileHandle
 from epochlog.storage.results import TruncatedRange
@@ -136,3 +136,15 @@ def keep_tail(
         path,
     )
     return TruncatedRange(first, last, tuple(epochs), size, path)
+
+
+def delete_keeping_quarantine(disk: Disk, directory: str, delete: Callable[[], None]) -> None:
+    """Delete a partition's folder (``delete``) but not its quarantine: that steps aside
+    while the folder goes, then comes back to where its descriptions say its files are.
+    A folder left with only a quarantine loads as an empty log; one named ``.retiring``,
+    left by a crash midway, is listed by the quarantine tools and never loaded."""
+    aside = f"{directory}.retiring"
+    disk.makedirs(aside)
+    disk.rename(f"{directory}/{QUARANTINE_DIR}", f"{aside}/{QUARANTINE_DIR}")
+    delete()
+    disk.rename(aside, directory)

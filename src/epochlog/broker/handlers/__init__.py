@@ -14,6 +14,7 @@ from epochlog.broker.handlers import (
     add_partitions_to_txn,
     alter_configs,
     alter_partition_reassignments,
+    alter_replica_log_dirs,
     alter_user_scram_credentials,
     api_versions,
     create_acls,
@@ -27,6 +28,7 @@ from epochlog.broker.handlers import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_log_dirs,
     describe_producers,
     describe_transactions,
     describe_user_scram_credentials,
@@ -78,6 +80,9 @@ MODULES = (
     elect_leaders,
     alter_partition_reassignments,
     list_partition_reassignments,
+    # Log dirs (kafka-log-dirs.sh, moves between the dirs of one broker).
+    describe_log_dirs,
+    alter_replica_log_dirs,
     init_producer_id,
     offset_for_leader_epoch,
     # The group coordinator: Kafka 3.1's versions, coherent with Fetch v13 (kafka-python
