@@ -15,7 +15,6 @@ from inprocess_broker import (
 )
 from kafka.protocol.admin import CreateTopicsRequest
 from kafka.protocol.consumer import (
-    FetchRequest,
     ListOffsetsRequest,
     OffsetForLeaderEpochRequest,
 )
@@ -26,37 +25,7 @@ from epochlog.broker.handlers import SUPPORTED
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.records import iter_records
 from epochlog.settings.topic import NO_EFFECT, TOPIC
-
-
-def fetch_request(
-    topic: str, offset: int, *, current_epoch: int = -1, last_epoch: int = -1, max_wait_ms: int = 0
-) -> FetchRequest:
-    return FetchRequest(
-        replica_id=-1,
-        max_wait_ms=max_wait_ms,
-        min_bytes=1,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=[
-            FetchRequest.FetchTopic(
-                topic=topic,
-                partitions=[
-                    FetchRequest.FetchTopic.FetchPartition(
-                        partition=0,
-                        current_leader_epoch=current_epoch,
-                        fetch_offset=offset,
-                        last_fetched_epoch=last_epoch,
-                        log_start_offset=-1,
-                        partition_max_bytes=1 << 20,
-                    )
-                ],
-            )
-        ],
-        forgotten_topics_data=[],
-        rack_id="",
-    )
+from support.requests import fetch_request
 
 
 def list_offsets_request(topic: str, timestamp: int, current_epoch: int = -1) -> ListOffsetsRequest:

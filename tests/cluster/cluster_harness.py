@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
+from kafka.protocol.consumer import ListOffsetsRequest
 from kafka.protocol.metadata import MetadataRequest
 
 from epochlog.client.connection import BrokerConnection
@@ -23,8 +23,8 @@ from epochlog.metastore import open_metastore
 from epochlog.protocol.records import build_batch
 from epochlog.seams.real import RealClock, SocketNetwork
 from support.broker import BrokerProcess, epochlog_command, free_port, wait_until
+from support.requests import fetch_request, send_request
 from support.requests import produce_request as raw_produce_request
-from support.requests import send_request
 
 # Short timeouts so that failures are noticed within seconds in tests.
 FAST_FAILURE_SETTINGS = {
@@ -249,31 +249,8 @@ class Cluster:
     ) -> int:
         """The error code a consumer's Fetch (v12 unless told) in ``current_leader_epoch``
         gets; from v11 a follower may answer it (KIP-392)."""
-        request = FetchRequest(
-            replica_id=CONSUMER_REPLICA_ID,
-            max_wait_ms=0,
-            min_bytes=0,
-            max_bytes=1 << 20,
-            isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
-            topics=[
-                FetchRequest.FetchTopic(
-                    topic=topic,
-                    partitions=[
-                        FetchRequest.FetchTopic.FetchPartition(
-                            partition=partition,
-                            current_leader_epoch=current_leader_epoch,
-                            fetch_offset=offset,
-                            last_fetched_epoch=-1,
-                            log_start_offset=-1,
-                            partition_max_bytes=1 << 20,
-                        )
-                    ],
-                )
-            ],
-            forgotten_topics_data=[],
-            rack_id="",
+        request = fetch_request(
+            topic, offset, partition=partition, current_epoch=current_leader_epoch, min_bytes=0
         )
         response = self.send(broker, request, version)
         return int(response.responses[0].partitions[0].error_code)

@@ -6,25 +6,31 @@ stopped for 2 s (busy, or paused) keeps its session and its leadership."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from cluster_harness import eventually, running_cluster
+from cluster_harness import Cluster, eventually, running_cluster
 
 from epochlog.tools.local_cluster import UP_SESSION_TIMEOUT_MS
 
 TOPIC = "t"
 
 
+@contextmanager
+def cluster_with_topic(tmp_path: Path, session_timeout_ms: int) -> Iterator[Cluster]:
+    """Three brokers on the SQLite metastore and a topic of replication 3 on them."""
+    settings = {"zookeeper.session.timeout.ms": str(session_timeout_ms)}
+    with running_cluster(tmp_path, f"sqlite://{tmp_path}/metastore.db", **settings) as cluster:
+        cluster.create_topic(TOPIC, partitions=1, replication=3, min_insync_replicas="2")
+        yield cluster
+
+
 def test_a_sigkilled_leader_is_replaced_long_before_its_session_could_time_out(
     tmp_path: Path,
 ) -> None:
     session_timeout_s = 300  # heartbeats every 100 s: none is what notices the death
-    with running_cluster(
-        tmp_path,
-        f"sqlite://{tmp_path}/metastore.db",
-        **{"zookeeper.session.timeout.ms": str(session_timeout_s * 1000)},
-    ) as cluster:
-        cluster.create_topic(TOPIC, partitions=1, replication=3, min_insync_replicas="2")
+    with cluster_with_topic(tmp_path, session_timeout_s * 1000) as cluster:
         leader, epoch = cluster.leader(TOPIC)
         cluster.kill(leader)
 
@@ -37,12 +43,7 @@ def test_a_sigkilled_leader_is_replaced_long_before_its_session_could_time_out(
 
 
 def test_a_leader_stopped_for_two_seconds_keeps_its_leadership(tmp_path: Path) -> None:
-    with running_cluster(
-        tmp_path,
-        f"sqlite://{tmp_path}/metastore.db",
-        **{"zookeeper.session.timeout.ms": str(UP_SESSION_TIMEOUT_MS)},
-    ) as cluster:
-        cluster.create_topic(TOPIC, partitions=1, replication=3, min_insync_replicas="2")
+    with cluster_with_topic(tmp_path, UP_SESSION_TIMEOUT_MS) as cluster:
         leader, epoch = cluster.leader(TOPIC)
         cluster.pause(leader)
         time.sleep(2.0)

@@ -19,7 +19,6 @@ from cluster_harness import Cluster, eventually
 from continuous_producer import ContinuousProducer, check_log_holds_exactly_the_acknowledged
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
-from kafka.protocol.consumer import FetchRequest
 
 from epochlog.client import Consumer, TopicPartition
 from epochlog.protocol.errors import ErrorCode
@@ -27,6 +26,7 @@ from epochlog.settings.replica_selector import RACK_AWARE_SELECTOR
 from support.clients import confluent_producer
 from support.metrics import scrape
 from support.records import Got, values_of
+from support.requests import fetch_request
 
 TOPIC = "racked"
 RACKS = {0: "rack-a", 1: "rack-b", 2: "rack-c"}
@@ -214,32 +214,7 @@ def test_consumers_with_a_client_rack_read_everything_from_the_follower_in_their
 
 def rack_fetch(cluster: Cluster, broker: int, offset: int) -> Any:
     """A consumer's Fetch v12 with a client rack, answered as it is."""
-    request = FetchRequest(
-        replica_id=-1,
-        max_wait_ms=0,
-        min_bytes=0,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=[
-            FetchRequest.FetchTopic(
-                topic=TOPIC,
-                partitions=[
-                    FetchRequest.FetchTopic.FetchPartition(
-                        partition=0,
-                        current_leader_epoch=-1,
-                        fetch_offset=offset,
-                        last_fetched_epoch=-1,
-                        log_start_offset=-1,
-                        partition_max_bytes=1 << 20,
-                    )
-                ],
-            )
-        ],
-        forgotten_topics_data=[],
-        rack_id=RACKS[broker],
-    )
+    request = fetch_request(TOPIC, offset, min_bytes=0, rack_id=RACKS[broker])
     return cluster.send(broker, request, 12).responses[0].partitions[0]
 
 

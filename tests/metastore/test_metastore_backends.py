@@ -28,6 +28,34 @@ def cross_process_uri(kind: str, tmp_path: Path, zookeeper: ZooKeeperServer | No
     return zookeeper.uri(f"/{tmp_path.name}")
 
 
+async def watch_a_killed_holders_node_go(uri: str, session_timeout_ms: int, mode: str) -> None:
+    """Another process holds an ephemeral node (``metastore_holder.py`` ``mode``) and is
+    SIGKILLed: a client with ``session_timeout_ms`` of its own sees the node come, then
+    go (its children watch fires twice), within ``wait_until``'s bound."""
+    ms = await open_metastore(uri, RealClock(), session_timeout_ms=session_timeout_ms)
+    await ms.create("/brokers/ids", make_parents=True)
+    changes: list[object] = []
+    await ms.watch_children("/brokers/ids", changes.append)
+    holder = subprocess.Popen(
+        [sys.executable, HOLDER, uri, mode, "/brokers/ids/3"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None
+        line = await asyncio.get_running_loop().run_in_executor(None, holder.stdout.readline)
+        assert line.strip() == "ready"
+        stat = await ms.exists("/brokers/ids/3")
+        assert stat is not None and stat.ephemeral_owner not in (0, ms.session_id)
+        await wait_until(lambda: len(changes) == 1, "the children watch to see it come")
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(10)
+        await wait_until(lambda: len(changes) == 2, "the children watch to see it go")
+        assert await ms.exists("/brokers/ids/3") is None
+    finally:
+        holder.kill()
+        holder.wait(10)
+        await ms.close()
+
+
 @pytest.fixture(params=["sqlite", "zk"])
 def shared_uri(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     zk = request.getfixturevalue("zookeeper") if request.param == "zk" else None
@@ -37,106 +65,18 @@ def shared_uri(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 def test_sigkilled_process_loses_its_ephemeral_after_the_session_timeout(
     shared_uri: str,
 ) -> None:
-    async def scenario() -> None:
-        ms = await open_metastore(shared_uri, RealClock(), session_timeout_ms=1000)
-        await ms.create("/brokers/ids", make_parents=True)
-        changes: list[object] = []
-        await ms.watch_children("/brokers/ids", changes.append)
-        holder = subprocess.Popen(
-            [sys.executable, HOLDER, shared_uri, "hold", "/brokers/ids/3"],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            assert holder.stdout is not None
-            line = await asyncio.get_running_loop().run_in_executor(None, holder.stdout.readline)
-            assert line.strip() == "ready"
-            stat = await ms.exists("/brokers/ids/3")
-            assert stat is not None and stat.ephemeral_owner not in (0, ms.session_id)
-            await wait_until(lambda: len(changes) == 1, "the children watch to see it come")
-            holder.send_signal(signal.SIGKILL)
-            holder.wait(10)
-            await wait_until(lambda: len(changes) == 2, "the children watch to see it go")
-            assert await ms.exists("/brokers/ids/3") is None
-        finally:
-            holder.kill()
-            holder.wait(10)
-            await ms.close()
-
-    asyncio.run(asyncio.wait_for(scenario(), 60))
-
-
-def test_sqlite_reaps_a_dead_processs_session_without_waiting_for_its_timeout(
-    tmp_path: Path,
-) -> None:
-    """All SQLite clients share one host, so a killed broker's ephemerals go as soon as
-    another client sees its process is gone, not 10 minutes later."""
-
-    async def scenario() -> None:
-        uri = cross_process_uri("sqlite", tmp_path, None)
-        ms = await open_metastore(uri, RealClock(), session_timeout_ms=1000)
-        await ms.create("/brokers/ids", make_parents=True)
-        holder = subprocess.Popen(
-            [sys.executable, HOLDER, uri, "hold-long", "/brokers/ids/4"],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            assert holder.stdout is not None
-            line = await asyncio.get_running_loop().run_in_executor(None, holder.stdout.readline)
-            assert line.strip() == "ready"
-            holder.send_signal(signal.SIGKILL)
-            holder.wait(10)
-
-            async def gone() -> bool:
-                return await ms.exists("/brokers/ids/4") is None
-
-            for _ in range(100):
-                if await gone():
-                    break
-                await asyncio.sleep(0.1)
-            assert await gone(), "the dead holder's ephemeral node outlived its process"
-        finally:
-            holder.kill()
-            holder.wait(10)
-            await ms.close()
-
-    asyncio.run(asyncio.wait_for(scenario(), 60))
+    asyncio.run(asyncio.wait_for(watch_a_killed_holders_node_go(shared_uri, 1000, "hold"), 60))
 
 
 def test_sqlite_reaps_a_dead_process_at_the_next_change_poll_not_the_next_heartbeat(
     tmp_path: Path,
 ) -> None:
     """Every client's change poll (every 50 ms) ends the sessions of exited processes:
-    here the only live client heartbeats every 200 s, yet the killed holder's node goes
-    at once, so a SIGKILLed leader is replaced without waiting for any heartbeat."""
-
-    async def scenario() -> None:
-        uri = cross_process_uri("sqlite", tmp_path, None)
-        ms = await open_metastore(uri, RealClock(), session_timeout_ms=600_000)
-        await ms.create("/brokers/ids", make_parents=True)
-        changes: list[object] = []
-        await ms.watch_children("/brokers/ids", changes.append)
-        holder = subprocess.Popen(
-            [sys.executable, HOLDER, uri, "hold-long", "/brokers/ids/5"],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            assert holder.stdout is not None
-            line = await asyncio.get_running_loop().run_in_executor(None, holder.stdout.readline)
-            assert line.strip() == "ready"
-            await wait_until(lambda: len(changes) == 1, "the children watch to see it come")
-            holder.send_signal(signal.SIGKILL)
-            holder.wait(10)
-            await wait_until(lambda: len(changes) == 2, "the children watch to see it go")
-            assert await ms.exists("/brokers/ids/5") is None
-        finally:
-            holder.kill()
-            holder.wait(10)
-            await ms.close()
-
-    asyncio.run(asyncio.wait_for(scenario(), 60))
+    here the only live client heartbeats every 200 s and the holder's session lasts
+    10 minutes, yet its node goes at once: a SIGKILLed leader is replaced without
+    waiting for any heartbeat."""
+    uri = cross_process_uri("sqlite", tmp_path, None)
+    asyncio.run(asyncio.wait_for(watch_a_killed_holders_node_go(uri, 600_000, "hold-long"), 60))
 
 
 def test_cas_increments_from_several_processes_are_all_kept(shared_uri: str) -> None:

@@ -10,7 +10,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetCommitRequest
+from kafka.protocol.consumer import ListOffsetsRequest, OffsetCommitRequest
 from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
 from kafka.protocol.producer import ProduceResponse
 
@@ -27,6 +27,7 @@ from epochlog.seams.real import OsDisk, RealClock
 from epochlog.storage.config import LogConfig
 from epochlog.storage.log import Log
 from support.metrics import Samples, http_get, scrape_async
+from support.requests import fetch_request
 
 TOPIC = "t"
 # A counter's, summary's or histogram's samples add these to the family's name.
@@ -37,35 +38,6 @@ SETTINGS = {
     "offsets.topic.num.partitions": "1",
     "offsets.topic.replication.factor": "1",
 }
-
-
-def fetch_request(offset: int, current_leader_epoch: int = -1) -> Any:
-    return FetchRequest(
-        replica_id=-1,
-        max_wait_ms=0,
-        min_bytes=0,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=[
-            FetchRequest.FetchTopic(
-                topic=TOPIC,
-                partitions=[
-                    FetchRequest.FetchTopic.FetchPartition(
-                        partition=0,
-                        current_leader_epoch=current_leader_epoch,
-                        fetch_offset=offset,
-                        last_fetched_epoch=-1,
-                        log_start_offset=-1,
-                        partition_max_bytes=1 << 20,
-                    )
-                ],
-            )
-        ],
-        forgotten_topics_data=[],
-        rack_id="",
-    )
 
 
 def list_offsets_request(current_leader_epoch: int) -> Any:
@@ -96,9 +68,9 @@ def test_produce_fetch_and_fenced_reads_show_in_the_scrape_exactly(tmp_path: Pat
             assert before.total("kafka_server_brokertopicmetrics_messagesin_total") == 0
             conn = await connect(broker)
             await topic_with_records(broker, conn, data)
-            fetched = await conn.send(fetch_request(0), 12)
+            fetched = await conn.send(fetch_request(TOPIC, 0, min_bytes=0), 12)
             assert len(fetched.responses[0].partitions[0].records) == len(data)
-            fenced = await conn.send(fetch_request(0, current_leader_epoch=3), 12)
+            fenced = await conn.send(fetch_request(TOPIC, 0, current_epoch=3, min_bytes=0), 12)
             assert fenced.responses[0].partitions[0].error_code == ErrorCode.UNKNOWN_LEADER_EPOCH
             listed = await conn.send(list_offsets_request(current_leader_epoch=3), 7)
             assert listed.topics[0].partitions[0].error_code == ErrorCode.UNKNOWN_LEADER_EPOCH

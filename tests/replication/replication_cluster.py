@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
+from kafka.protocol.consumer import ListOffsetsRequest
 from kafka.protocol.producer import ProduceRequest
 from prometheus_client import CollectorRegistry
 
@@ -42,6 +42,7 @@ from epochlog.settings.broker import BROKER
 from epochlog.storage.config import LogConfig
 from epochlog.storage.log_manager import LogManager
 from support.records import values_of
+from support.requests import fetch_request
 
 HANDLERS = {
     m.API.key: Handler(m.API, m.handle)
@@ -272,47 +273,10 @@ async def produce_to(
         await conn.close()
 
 
-def fetch_request(
-    offset: int,
-    *,
-    replica_id: int = -1,
-    current_epoch: int = -1,
-    last_epoch: int = -1,
-    max_wait_ms: int = 0,
-    rack_id: str = "",
-) -> FetchRequest:
-    return FetchRequest(
-        replica_id=replica_id,
-        max_wait_ms=max_wait_ms,
-        min_bytes=1,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=[
-            FetchRequest.FetchTopic(
-                topic="t",
-                partitions=[
-                    FetchRequest.FetchTopic.FetchPartition(
-                        partition=0,
-                        current_leader_epoch=current_epoch,
-                        fetch_offset=offset,
-                        last_fetched_epoch=last_epoch,
-                        log_start_offset=-1,
-                        partition_max_bytes=1 << 20,
-                    )
-                ],
-            )
-        ],
-        forgotten_topics_data=[],
-        rack_id=rack_id,
-    )
-
-
 async def fetch_from(node: Node, offset: int, version: int = 12, **kwargs: Any) -> Any:
     conn = await node.connect()
     try:
-        response = await conn.send(fetch_request(offset, **kwargs), version)
+        response = await conn.send(fetch_request("t", offset, **kwargs), version)
         return response.responses[0].partitions[0]
     finally:
         await conn.close()

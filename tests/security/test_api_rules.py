@@ -27,7 +27,7 @@ from kafka.protocol.admin import (
     IncrementalAlterConfigsRequest,
 )
 from kafka.protocol.admin.cluster import AlterReplicaLogDirsRequest, DescribeLogDirsRequest
-from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetFetchRequest
+from kafka.protocol.consumer import ListOffsetsRequest, OffsetFetchRequest
 from kafka.protocol.producer import InitProducerIdRequest, WriteTxnMarkersRequest
 
 from epochlog.broker.broker import Broker
@@ -43,6 +43,7 @@ from epochlog.security.acls import (
     ResourcePattern,
     ResourceType,
 )
+from support.requests import fetch_request
 
 ANONYMOUS = "User:ANONYMOUS"
 TOPIC, GROUP, CLUSTER, TXN = (
@@ -82,29 +83,6 @@ def _list_offsets() -> Any:
     )
 
 
-def _fetch(replica_id: int) -> Any:
-    part = FetchRequest.FetchTopic.FetchPartition(
-        partition=0,
-        current_leader_epoch=-1,
-        fetch_offset=0,
-        last_fetched_epoch=-1,
-        log_start_offset=-1,
-        partition_max_bytes=1 << 20,
-    )
-    return FetchRequest(
-        replica_id=replica_id,
-        max_wait_ms=0,
-        min_bytes=0,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=[FetchRequest.FetchTopic(topic="t", partitions=[part])],
-        forgotten_topics_data=[],
-        rack_id="",
-    )
-
-
 def _marker() -> Any:
     topic = WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic(
         name="t", partition_indexes=[0]
@@ -137,7 +115,7 @@ CASES = {
         _list_offsets(), 7, _partitions, E.TOPIC_AUTHORIZATION_FAILED, grant(TOPIC, "t", Op.READ)
     ),
     "Fetch from a replica needs CLUSTER_ACTION": Case(
-        _fetch(1),
+        fetch_request("t", 0, replica_id=1, min_bytes=0),
         12,
         lambda r: [p.error_code for t in r.responses for p in t.partitions],
         E.TOPIC_AUTHORIZATION_FAILED,

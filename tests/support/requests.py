@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 from kafka.protocol.admin import DescribeConfigsRequest, IncrementalAlterConfigsRequest
+from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.producer import ProduceRequest
 
 from epochlog.client.connection import BrokerConnection
@@ -24,6 +25,48 @@ async def send_request(port: int, request: Any, version: int) -> Any:
         return await asyncio.wait_for(conn.send(request, version), REQUEST_BOUND_S)
     finally:
         await conn.close()
+
+
+def fetch_request(
+    topic: str,
+    offset: int,
+    *,
+    partition: int = 0,
+    replica_id: int = -1,
+    current_epoch: int = -1,
+    last_epoch: int = -1,
+    max_wait_ms: int = 0,
+    min_bytes: int = 1,
+    rack_id: str = "",
+) -> FetchRequest:
+    """A sessionless Fetch of one partition: a consumer's, or with ``replica_id`` a
+    follower's; the epochs are KIP-320's CurrentLeaderEpoch and LastFetchedEpoch."""
+    return FetchRequest(
+        replica_id=replica_id,
+        max_wait_ms=max_wait_ms,
+        min_bytes=min_bytes,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[
+            FetchRequest.FetchTopic(
+                topic=topic,
+                partitions=[
+                    FetchRequest.FetchTopic.FetchPartition(
+                        partition=partition,
+                        current_leader_epoch=current_epoch,
+                        fetch_offset=offset,
+                        last_fetched_epoch=last_epoch,
+                        log_start_offset=-1,
+                        partition_max_bytes=1 << 20,
+                    )
+                ],
+            )
+        ],
+        forgotten_topics_data=[],
+        rack_id=rack_id,
+    )
 
 
 def produce_request(
