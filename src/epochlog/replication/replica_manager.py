@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from epochlog.metadata.model import PartitionState
+from epochlog.metastore.api import MetastoreError
 from epochlog.metrics.topic_stats import BrokerTopicStats
 from epochlog.protocol.control import build_marker_batch
 from epochlog.protocol.errors import ErrorCode, KafkaError
@@ -449,6 +450,10 @@ class ReplicaManager:
             )
         except asyncio.CancelledError:
             raise
+        except MetastoreError as exc:
+            # A lost metastore session (the broker registers again) or connection: the
+            # ISR is proposed again from the state learnt next, as after a refusal.
+            log.warning("%s: ISR proposal %s failed: %r", partition, new_isr, exc)
         except Exception:
             log.exception("%s: ISR proposal %s failed", partition, new_isr)
         if partition.pending_isr is not None and partition.state is state:

@@ -327,10 +327,8 @@ class LogManager:
         return True
 
     def retire_log(self, topic: str, partition: int, keep_from: int, reason: str) -> None:
-        """This broker left the partition's replicas (a reassignment moved it away):
-        what the log holds from ``keep_from`` (its high watermark) on, which the replicas
-        left in sync may lack, goes to quarantine; the rest, which every one of them
-        holds, is deleted. The quarantine stays (``quarantine.delete_keeping_quarantine``)."""
+        """This broker left the replicas (a reassignment): from ``keep_from`` (its HW) on,
+        what those left may lack goes to quarantine, which stays; the rest is deleted."""
         tp = (topic, partition)
         log = self._logs.pop(tp, None)
         if log is None:
