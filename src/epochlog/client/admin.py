@@ -1,5 +1,6 @@
 """AsyncAdmin: topics, the cluster with leader epochs, offsets with epochs, consumer
-groups and their committed offsets, transactions and ACLs, over the Kafka protocol.
+groups and their committed offsets, transactions, ACLs and client quotas, over the Kafka
+protocol.
 Settings as a dict with Kafka's names like the other clients. Group calls go to each
 group's coordinator."""
 
@@ -22,6 +23,7 @@ from kafka.protocol.metadata import MetadataRequest
 
 from epochlog.client.admin_acls import AclAdmin
 from epochlog.client.admin_groups import GroupAdmin
+from epochlog.client.admin_quotas import QuotaAdmin
 from epochlog.client.admin_transactions import TransactionAdmin
 from epochlog.client.admin_users import UserAdmin
 from epochlog.client.config import ADMIN, parse_config
@@ -81,7 +83,7 @@ def _raise_for(code: int, what: str) -> None:
         raise KafkaError(ErrorCode(code), what)
 
 
-class AsyncAdmin(GroupAdmin, TransactionAdmin, UserAdmin, AclAdmin):
+class AsyncAdmin(GroupAdmin, TransactionAdmin, UserAdmin, AclAdmin, QuotaAdmin):
     """``AsyncAdmin({"bootstrap.servers": ...}, seams)``: Kafka's admin client on asyncio,
     all its I/O and time through ``seams`` (``real_seams()`` outside a simulation)."""
 
