@@ -116,7 +116,10 @@ def test_filters_match_as_kafkas() -> None:
         ([("user", MATCH_SPECIFIED, "x")], ErrorCode.INVALID_REQUEST),
         ([("user", 7, None)], ErrorCode.INVALID_REQUEST),
         ([("user", MATCH_DEFAULT, None), ("user", MATCH_EXACT, "a")], ErrorCode.INVALID_REQUEST),
-        ([("ip", MATCH_SPECIFIED, None), ("user", MATCH_SPECIFIED, None)], ErrorCode.INVALID_REQUEST),
+        (
+            [("ip", MATCH_SPECIFIED, None), ("user", MATCH_SPECIFIED, None)],
+            ErrorCode.INVALID_REQUEST,
+        ),
     ],
 )
 def test_refused_filters(components: list[tuple[str, int, str | None]], code: ErrorCode) -> None:
