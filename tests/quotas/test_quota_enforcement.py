@@ -9,7 +9,10 @@ windows before a new client's first request as quiet, so its first burst is
 (quota.window.num - 1) windows' worth, and with 11 windows that burst comes back each
 time its sample expires, every ~11 s: the rate is the quota over minutes
 (tests/quotas/test_quota_rate.py shows it on the same arithmetic), over a 20 s
-measurement it is within 5% only with short windows."""
+measurement it is within 5% only with short windows. Requests are kept small beside the
+quota: Kafka judges a fetch by the answer it would get before answering, so a consumer
+whose answers are a large share of the quota's window is often answered empty and waits
+again, and gets less than its quota (as Kafka's consumers do)."""
 
 from __future__ import annotations
 
@@ -28,13 +31,16 @@ from epochlog.client.sync import Producer as EpochlogProducer
 from epochlog.quotas.entities import QuotaEntity
 from epochlog.seams.real import real_seams
 from support.broker import BrokerProcess
-from support.clients import create_topic
+from support.clients import confluent_watermarks, create_topic
 
 pytestmark = pytest.mark.long
 
 QUOTA = 1_000_000  # bytes per second
 WARM_UP_S = 4.0
-MEASURED_S = 20.0
+MEASURED_S = 30.0
+# Requests small beside the quota (Kafka judges a fetch before answering it: an answer
+# of a large share of the quota window is often refused and re-asked).
+BATCH = 32768
 VALUE = b"q" * 10_000
 # The unthrottled client's share of the same time: far beyond the quota.
 UNAFFECTED_FACTOR = 5
@@ -118,7 +124,7 @@ def _confluent_producer(bootstrap: str, client_id: str, throttles: list[float]) 
             "bootstrap.servers": bootstrap,
             "client.id": client_id,
             "linger.ms": 5,
-            "batch.size": 65536,
+            "batch.size": BATCH,
             # Little queued ahead, so what is measured is what the broker lets through.
             "queue.buffering.max.kbytes": 4096,
             "throttle_cb": lambda event: throttles.append(event.throttle_time),
@@ -173,6 +179,8 @@ def test_a_producer_is_held_to_its_byte_rate(broker: BrokerProcess) -> None:
     gc.collect()
     free.join(120)
     measured = seen.rate(WARM_UP_S, WARM_UP_S + MEASURED_S)
+    print(f"confluent producer: {measured / QUOTA:.3f} of the quota; unthrottled beside it "
+          f"{free_rate[0] / QUOTA:.1f}x")  # fmt: skip
     assert measured == pytest.approx(QUOTA, rel=0.10), f"{measured:.0f} B/s ({seen.summary()})"
     assert throttles and max(throttles) > 0, "throttle_time_ms reaches the client"
     assert free_rate[0] > UNAFFECTED_FACTOR * QUOTA, f"unthrottled: {free_rate[0]:.0f} B/s"
@@ -184,7 +192,7 @@ def test_epochlogs_producer_is_held_to_its_byte_rate(broker: BrokerProcess) -> N
             "bootstrap.servers": broker.bootstrap,
             "client.id": "slow-epochlog",
             "linger.ms": 5,
-            "batch.size": 65536,
+            "batch.size": BATCH,
             "queue.buffering.max.messages": 300,
         }
     )
@@ -199,6 +207,7 @@ def test_epochlogs_producer_is_held_to_its_byte_rate(broker: BrokerProcess) -> N
     finally:
         producer.close()
     measured = seen.rate(WARM_UP_S, WARM_UP_S + MEASURED_S)
+    print(f"epochlog producer: {measured / QUOTA:.3f} of the quota")
     assert measured == pytest.approx(QUOTA, rel=0.10), f"{measured:.0f} B/s ({seen.summary()})"
     assert not seen.errors[: len(seen.times)]
 
@@ -220,7 +229,7 @@ def _consume(bootstrap: str, client_id: str, topic: str, seconds: float, records
             "client.id": client_id,
             "group.id": f"quota-tests-{client_id}",
             "enable.auto.commit": False,
-            "max.partition.fetch.bytes": 262144,
+            "max.partition.fetch.bytes": BATCH,
             "throttle_cb": lambda event: throttles.append(event.throttle_time),
         }
     )
@@ -237,8 +246,10 @@ def _consume(bootstrap: str, client_id: str, topic: str, seconds: float, records
 
 
 def test_a_consumer_is_held_to_its_byte_rate(broker: BrokerProcess) -> None:
-    records = 40 * 100  # 40 MB in "free", written by the producer test's free client
-    _free_confluent_producer(broker.bootstrap, 1)  # at least something, run alone
+    records = 40 * 100  # 40 MB in "free" (the producer test's free client wrote them)
+    _, end = confluent_watermarks(broker.bootstrap, "free")
+    if end < records:
+        _free_confluent_producer(broker.bootstrap, (records - end + 99) // 100)
     free, free_out = _in_background(
         lambda: _consume(broker.bootstrap, "free-consumer", "free", 120, records)
     )
@@ -252,6 +263,8 @@ def test_a_consumer_is_held_to_its_byte_rate(broker: BrokerProcess) -> None:
     free_seen, _ = free_out[0]
     assert len(free_seen.times) >= records
     free_rate = sum(n for _, n in free_seen.times) / free_seen.times[-1][0]
+    print(f"confluent consumer: {measured / QUOTA:.3f} of the quota; unthrottled beside it "
+          f"{free_rate / QUOTA:.1f}x")  # fmt: skip
     assert free_rate > UNAFFECTED_FACTOR * QUOTA, f"unthrottled: {free_rate:.0f} B/s"
 
 
@@ -276,6 +289,7 @@ def test_a_client_over_its_request_quota_is_throttled(broker: BrokerProcess) -> 
         return await asyncio.gather(metadata_calls("busy", 8), metadata_calls("idle", 8))
 
     (busy, busy_marks), (idle, _) = asyncio.run(both())
+    print(f"request quota: {busy} Metadata calls in 8 s at 1%, {idle} without a quota")
     # 1% of the broker's request time: the busy client gets a small share of what the
     # same calls get without a quota, and its connection was told to hold back.
     assert any(busy_marks), "the busy client's connection was throttled"

@@ -68,7 +68,6 @@ class QuotaManagers:
             REQUEST_PERCENTAGE, samples, window, max_throttle_ms=window * 1000
         )
         self._clock = clock
-        self.throttled = 0  # requests answered with a throttle time (metrics)
 
     def by_key(self) -> dict[str, ClientQuotaManager]:
         return {m.key: m for m in (self.produce, self.fetch, self.request)}

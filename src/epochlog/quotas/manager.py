@@ -159,14 +159,6 @@ class ClientQuotaManager:
             return float("inf")
         return limit * (self.samples - 1) * self.window_ms / 1000
 
-    def measured(self, user: str, client_id: str, now_ms: int) -> float | None:
-        """The rate a client is held to now, if a quota applies to it."""
-        tags, limit = self.resolve(user, client_id)
-        sensor = self._sensors.get(tags)
-        if limit is None or sensor is None:
-            return None
-        return sensor.rate.measure(now_ms)
-
     def _sensor(self, tags: Tags, now_ms: int) -> _Sensor:
         sensor = self._sensors.get(tags)
         if sensor is None:
