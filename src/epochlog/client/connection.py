@@ -75,8 +75,8 @@ class BrokerConnection:
 
     async def _send(self, request: Any, version: int, expect_response: bool = True) -> Any:
         if self._clock is not None:
-            wait = self.throttled_until - self._clock.monotonic()
-            if wait > 0:
+            # Another answer may throttle the connection again while this one waits.
+            while (wait := self.throttled_until - self._clock.monotonic()) > 0:
                 await self._clock.sleep(wait)
         if self._closed is not None:
             raise ConnectionError(f"connection closed: {self._closed}")

@@ -25,7 +25,7 @@ whether to answer empty before it answers."""
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Awaitable, Coroutine, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -117,16 +117,18 @@ class RequestAccount:
         """The most a consumer's fetch may answer (Kafka's maxQuotaWindowBytes)."""
         return self.quotas.fetch.max_value_in_window(self.user, self.client_id)
 
-    def settle_fetch(self, response_bytes: int) -> int:
-        """A consumer Fetch about to answer ``response_bytes``: its throttle time; when
-        over a quota the answer must be empty, and the bytes are not charged."""
+    def settle_fetch(self, response_bytes: Callable[[], int]) -> int:
+        """A consumer Fetch about to answer ``response_bytes()`` (asked only when a byte
+        rate applies): its throttle time; when over a quota the answer must be empty, and
+        the bytes are not charged."""
         now = self.quotas.now_ms()
-        request_ms = self._request_throttle(now)
+        throttle = self._request_throttle(now)
         fetch = self.quotas.fetch
-        bytes_ms = fetch.record(self.user, self.client_id, response_bytes, now)
-        throttle = max(request_ms, bytes_ms)
-        if throttle:
-            fetch.record_unchecked(self.user, self.client_id, -response_bytes, now)
+        if fetch.resolve(self.user, self.client_id)[1] is not None:
+            size = response_bytes()
+            throttle = max(throttle, fetch.record(self.user, self.client_id, size, now))
+            if throttle:
+                fetch.record_unchecked(self.user, self.client_id, -size, now)
         self.settled = throttle
         return throttle
 

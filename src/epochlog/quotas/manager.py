@@ -29,6 +29,7 @@ _USER_CLIENT_ID_QUOTAS = 4
 # Kafka's ClientQuotaManager.InactiveSensorExpirationTimeSeconds.
 SENSOR_EXPIRY_MS = 3600 * 1000
 _SWEEP_EVERY_MS = 60 * 1000
+_RESOLVED_MAX = 10_000
 
 
 @dataclass(slots=True)
@@ -72,6 +73,8 @@ class ClientQuotaManager:
         """The sensor's tags and the limit for a (user, client id) (None: unlimited)."""
         found = self._resolved.get((user, client_id))
         if found is None:
+            if len(self._resolved) >= _RESOLVED_MAX:  # many short-lived client ids
+                self._resolved.clear()
             tags = self._metric_tags(user, client_id)
             found = self._resolved[(user, client_id)] = (tags, self._limit(tags))
         return found

@@ -272,10 +272,13 @@ async def handle(
             break
         await broker.replica_manager.wait_for_data(remaining)
     if account is not None:
-        # The size of the answer it would get, read without telling its session.
-        would = _by_topic(context.would_answer(reads))
-        size = RawResponse(encode_fetch_response(version, would)).size
-        throttle_ms = account.settle_fetch(size)
+
+        def answer_size() -> int:
+            """The size of the answer it would get, read without telling its session."""
+            would = _by_topic(context.would_answer(reads))
+            return RawResponse(encode_fetch_response(version, would)).size
+
+        throttle_ms = account.settle_fetch(answer_size)
         if throttle_ms:
             session_id = context.throttled_session_id()
             empty = encode_fetch_response(
