@@ -24,7 +24,6 @@ from epochlog.metastore.entity_config import (
     read_entity_config,
 )
 from epochlog.quotas.entities import (
-    QUOTA_KEYS,
     QuotaEntity,
     node_name,
     quotas_of,
@@ -202,7 +201,7 @@ class QuotaStore:
             self.quotas[entity] = quotas
         else:
             self.quotas.pop(entity, None)
-        self._on_change(entity, {k: quotas[k] for k in QUOTA_KEYS if k in quotas})
+        self._on_change(entity, dict(quotas))
 
     async def alter(self, entity: QuotaEntity, ops: Mapping[str, float | None]) -> None:
         """Write a change and put it in force here at once (the other brokers follow
