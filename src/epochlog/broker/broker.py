@@ -28,6 +28,8 @@ from epochlog.metastore import Metastore, open_metastore
 from epochlog.metrics.endpoint import MetricsEndpoint
 from epochlog.metrics.requests import RequestMetrics
 from epochlog.protocol.errors import ErrorCode, KafkaError
+from epochlog.quotas.accounting import QuotaManagers, QuotaSettings
+from epochlog.quotas.store import QuotaStore
 from epochlog.replication.replica_manager import ReplicaManager
 from epochlog.replication.settings import ReplicationSettings
 from epochlog.seams import Seams, Server, Tls, TlsClientNetwork
@@ -146,6 +148,9 @@ class Broker:
             else None
         )
         self.acl_store: AclStore | None = None
+        # Client quotas: every broker follows them from the metastore once it is open.
+        self.quotas = QuotaManagers(QuotaSettings.from_settings(config.settings), seams.clock)
+        self.quota_store: QuotaStore | None = None
         if self.authorizer is not None and not self._brokers_identified():
             log.warning(
                 "ACLs are on but the inter-broker listener %s identifies no broker (it is "
@@ -164,7 +169,7 @@ class Broker:
         # and in the simulator.
         self.metrics_registry = CollectorRegistry()
         self.request_channel = RequestChannel(
-            HANDLERS, self, seams.clock, RequestMetrics(self.metrics_registry)
+            HANDLERS, self, seams.clock, RequestMetrics(self.metrics_registry), self.quotas
         )
         self._joined = asyncio.Event()
         self._connections = ConnectionLoop(
@@ -320,6 +325,9 @@ class Broker:
             # Every ACL is in force before the first request is served.
             self.acl_store = AclStore(self.store, self.authorizer)
             await self.acl_store.follow()
+        # Every quota is in force before the first request is served.
+        self.quota_store = QuotaStore(self.store, self.quotas.apply)
+        await self.quota_store.follow()
         self.log_manager.start(
             lambda name: (
                 self.topic_log_config(stored[name].configs) if name in stored else self.log_defaults
@@ -409,6 +417,8 @@ class Broker:
             await self.cluster.leave()
         if self.acl_store is not None:
             self.acl_store.close()
+        if self.quota_store is not None:
+            self.quota_store.close()
         if self.store is not None:
             await self.store.close()
         if self._background is not None:

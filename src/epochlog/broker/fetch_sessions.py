@@ -71,28 +71,32 @@ class CachedPartition:
         if asked.topic is not None:
             self.topic = asked.topic
 
+    def has_news(self, data: PartitionData, leader_epoch: int) -> bool:
+        """Whether an incremental answer would carry this partition."""
+        return (
+            bool(data.records)
+            or data.diverging_epoch is not None
+            or data.preferred_read_replica >= 0
+            or data.error_code != 0
+            or self.high_watermark != data.high_watermark
+            or self.last_stable_offset != data.last_stable_offset
+            or self.leader_log_start_offset != data.log_start_offset
+            # A fetcher that sends no CurrentLeaderEpoch still hears of a new leader epoch.
+            or self.leader_epoch != leader_epoch
+        )
+
     def must_answer(self, data: PartitionData, leader_epoch: int) -> bool:
         """Whether an incremental answer carries this partition; what it carries becomes
         what the fetcher was last told. Errors reset the high watermark told, so the
         partition is answered again once the error is gone (as Kafka does)."""
-        answer = bool(data.records) or data.diverging_epoch is not None
-        answer |= data.preferred_read_replica >= 0
+        answer = self.has_news(data, leader_epoch)
         if data.error_code != 0:
             self.high_watermark = -1
-            return True
-        if self.high_watermark != data.high_watermark:
+        else:
             self.high_watermark = data.high_watermark
-            answer = True
-        if self.last_stable_offset != data.last_stable_offset:
             self.last_stable_offset = data.last_stable_offset
-            answer = True
-        if self.leader_log_start_offset != data.log_start_offset:
             self.leader_log_start_offset = data.log_start_offset
-            answer = True
-        if self.leader_epoch != leader_epoch:
-            # A fetcher that sends no CurrentLeaderEpoch still hears of a new leader epoch.
             self.leader_epoch = leader_epoch
-            answer = True
         return answer
 
 
@@ -134,6 +138,22 @@ class FetchContext:
     @property
     def incremental(self) -> bool:
         return self._session is not None
+
+    def would_answer(
+        self, results: list[tuple[CachedPartition, PartitionData, int]]
+    ) -> list[tuple[CachedPartition, PartitionData]]:
+        """What ``respond`` would answer, leaving every session as it is (the size a
+        consumer's fetch is charged before it is known whether it is answered)."""
+        if self._session is None:
+            return [(cached, data) for cached, data, _ in results]
+        return [(c, d) for c, d, epoch in results if c.has_news(d, epoch)]
+
+    def throttled_session_id(self) -> int:
+        """The session id of a throttled answer, which carries no partitions: a full
+        fetch opens no session (it will be asked again), an incremental one stays in its
+        session, whose partitions keep what they were last told (Kafka's
+        getThrottledResponse)."""
+        return self._session.id if self._session is not None else INVALID_SESSION_ID
 
     def respond(
         self, results: list[tuple[CachedPartition, PartitionData, int]]

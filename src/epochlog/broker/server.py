@@ -1,5 +1,6 @@
 """The network front of a broker: frames in, one request at a time per connection,
-responses out in order (Kafka mutes a connection while its request is handled)."""
+responses out in order (Kafka mutes a connection while its request is handled), and a
+connection over a client quota muted for its throttle time once answered (KIP-219)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from epochlog.protocol.apis import (
 )
 from epochlog.protocol.error_codes import error_codes
 from epochlog.protocol.errors import KafkaError
+from epochlog.quotas.accounting import QuotaManagers, RequestAccount
 from epochlog.seams import Clock, Connection
 from epochlog.security.listeners import Listener
 from epochlog.security.principal import PrincipalMapper
@@ -40,23 +42,33 @@ class ProtocolViolation(Exception):
 
 class RequestChannel:
     """Decodes one frame, runs its handler, and sends what it answers; counts each
-    answered request (``metrics.requests``) once it is written."""
+    answered request (``metrics.requests``) once it is written. With client quotas set,
+    each request is charged to its user and client id (``quotas.accounting``) and its
+    answer carries the throttle time, which ``handle`` returns."""
 
     def __init__(
-        self, handlers: dict[int, Handler], context: Any, clock: Clock, metrics: RequestMetrics
+        self,
+        handlers: dict[int, Handler],
+        context: Any,
+        clock: Clock,
+        metrics: RequestMetrics,
+        quotas: QuotaManagers | None = None,
     ) -> None:
         self._handlers = handlers
         self._context = context
         self._clock = clock
         self.metrics = metrics
+        self._quotas = quotas
 
     @property
     def apis(self) -> list[ApiSpec]:
         """What this channel serves, by API key (ApiVersions' answer)."""
         return [self._handlers[key].api for key in sorted(self._handlers)]
 
-    async def handle(self, frame: bytes, conn: Connection, session: Session) -> None:
-        started = self._clock.monotonic()
+    async def handle(self, frame: bytes, conn: Connection, session: Session) -> int:
+        """Serve one frame; the milliseconds its connection must then stay muted."""
+        clock = self._clock
+        started = clock.monotonic()
         api_key, version, correlation_id = _peek(frame)
         handler = self._handlers.get(api_key)
         if handler is None:
@@ -65,14 +77,30 @@ class RequestChannel:
         if not spec.min_version <= version <= spec.max_version:
             if api_key == ApiKey.API_VERSIONS:
                 conn.writelines(unsupported_version_answer(self.apis, correlation_id))
-                return
+                return 0
             raise ProtocolViolation(f"{spec.name} v{version} is not supported")
+        account: RequestAccount | None = None
         try:
             request = decode_request_header(frame, spec.is_flexible(version))
+            if self._quotas is not None:
+                account = self._quotas.account(session.principal, request.client_id, api_key)
+            decoding = clock.monotonic()
             body = decode_request_body(spec, version, request.body)
         except Exception as exc:  # the library raises many kinds on malformed input
             raise ProtocolViolation(f"malformed {spec.name} v{version}: {exc!r}") from exc
-        response = await handler.handle(self._context, body, version, request, session)
+        work = handler.handle(self._context, body, version, request, session)
+        throttle_ms = 0
+        if account is None:
+            response = await work
+        else:
+            account.loop_seconds = clock.monotonic() - decoding
+            if _exempt_from_requests(api_key, body):
+                account.exempt_from_requests()
+            response = await account.timed(clock, work)
+            throttle_ms = account.settle(len(frame))
+            if throttle_ms and response is not None and not isinstance(response, RawResponse):
+                response.throttle_time_ms = throttle_ms
+        answering = clock.monotonic()
         if response is None:
             errors: list[int] = []
         elif isinstance(response, RawResponse):
@@ -83,8 +111,20 @@ class RequestChannel:
         else:
             conn.writelines(encode_response(spec, version, correlation_id, response))
             errors = list(error_codes(response, version))
-        elapsed_ms = (self._clock.monotonic() - started) * 1000
-        self.metrics.answered(spec.name, version, elapsed_ms, errors, _kind_of(api_key, body))
+        finished = clock.monotonic()
+        if account is not None:
+            account.charge_after(finished - answering)
+        self.metrics.answered(
+            spec.name, version, (finished - started) * 1000, errors, _kind_of(api_key, body)
+        )
+        return throttle_ms
+
+
+def _exempt_from_requests(api_key: int, body: Any) -> bool:
+    """Kafka charges no request time for a follower's fetch, nor for an acks=0 produce."""
+    if api_key == ApiKey.FETCH:
+        return bool(body.replica_id >= 0)
+    return api_key == ApiKey.PRODUCE and body.acks == 0
 
 
 def _kind_of(api_key: int, body: Any) -> str | None:
@@ -218,6 +258,12 @@ class ConnectionLoop:
             self.open_connections.pop(conn, None)
             conn.close()
 
+    async def _mute(self, throttle_ms: int) -> None:
+        """KIP-219: the answer is out; read nothing more from the connection for the
+        throttle time (Kafka's muted channel)."""
+        if throttle_ms > 0:
+            await self._clock.sleep(throttle_ms / 1000)
+
     async def _serve_one(self, conn: Connection, size: int, session: Session) -> Session:
         """Serve one frame; the session it leaves (a SASL exchange may name the user)."""
         try:
@@ -230,10 +276,12 @@ class ConnectionLoop:
             ) from None
         auth = session.authentication
         if auth is None:
-            await self._channel.handle(data, conn, session)
+            throttle_ms = await self._channel.handle(data, conn, session)
             await conn.drain()
+            await self._mute(throttle_ms)
             return session
         done = auth.authentications
+        throttle_ms = 0
         if auth.raw_tokens:
             # After a v0 SaslHandshake, tokens come as bare frames and are answered so.
             result = auth.authenticate(data, self._clock.time_ms())
@@ -242,8 +290,9 @@ class ConnectionLoop:
             conn.writelines(frame(result.reply))
         else:
             auth.admit(_peek(data)[0], self._clock.time_ms())
-            await self._channel.handle(data, conn, session)
+            throttle_ms = await self._channel.handle(data, conn, session)
         await conn.drain()
+        await self._mute(throttle_ms)
         if auth.failed:
             raise AuthenticationFailed(
                 f"SASL authentication failed on listener {session.listener}: {auth.failure}"

@@ -11,6 +11,7 @@ epochlog users ...         add, list and remove SCRAM users
 epochlog console           a web console: brokers, partitions, groups, truncations, live
 epochlog quarantine ...    list, show and replay what truncations kept aside
 epochlog acls ...          add, list and remove ACLs (kafka-acls.sh's options)
+epochlog quotas ...        alter and describe client quotas (kafka-configs.sh's options)
 epochlog settings          every setting with its default (docs/settings.md)
 epochlog chaos ...         real brokers, real faults (root: namespaces, iptables), checked
 epochlog demo              the main job: a cluster, a PySpark pipeline, an unclean election
@@ -30,7 +31,14 @@ from epochlog.broker.broker import Broker
 from epochlog.broker.config import BrokerConfig, parse_properties
 from epochlog.broker.process_memory import keep_large_buffers
 from epochlog.chaos.command import add_chaos_arguments
-from epochlog.cli import acl_commands, admin_commands, log_dirs, reassign_commands, users
+from epochlog.cli import (
+    acl_commands,
+    admin_commands,
+    log_dirs,
+    quota_commands,
+    reassign_commands,
+    users,
+)
 from epochlog.cli.logs import configure_logging
 from epochlog.client.errors import ClientError
 from epochlog.demo import add_arguments as add_demo_arguments
@@ -282,6 +290,11 @@ def _cmd_reassign(args: argparse.Namespace) -> int:
     return _run(lambda: reassign_commands.run(client, args))
 
 
+def _cmd_quotas(args: argparse.Namespace) -> int:
+    client = _client(args)
+    return _run(lambda: quota_commands.run(client, args))
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from epochlog.demo import run_from_args
 
@@ -419,6 +432,11 @@ def build_parser() -> argparse.ArgumentParser:
     acl_commands.add_arguments(acls)
     _add_client_arguments(acls, json_out=False)
     acls.set_defaults(func=_cmd_acls)
+
+    quotas = sub.add_parser("quotas", help="alter and describe client quotas")
+    quota_commands.add_arguments(quotas)
+    _add_client_arguments(quotas)
+    quotas.set_defaults(func=_cmd_quotas)
 
     reference_cmd = sub.add_parser(
         "settings", help="every broker, topic and client setting (docs/settings.md)"

@@ -1,6 +1,6 @@
 """AsyncAdmin: topics, the cluster with leader epochs, offsets with epochs, consumer
-groups and their committed offsets, transactions, ACLs and partition reassignments, over
-the Kafka protocol.
+groups and their committed offsets, transactions, ACLs, partition reassignments, log
+dirs and client quotas, over the Kafka protocol.
 Settings as a dict with Kafka's names like the other clients. Group calls go to each
 group's coordinator."""
 
@@ -24,6 +24,7 @@ from kafka.protocol.metadata import MetadataRequest
 from epochlog.client.admin_acls import AclAdmin
 from epochlog.client.admin_groups import GroupAdmin
 from epochlog.client.admin_log_dirs import LogDirAdmin
+from epochlog.client.admin_quotas import QuotaAdmin
 from epochlog.client.admin_reassignments import ReassignmentAdmin
 from epochlog.client.admin_transactions import TransactionAdmin
 from epochlog.client.admin_users import UserAdmin
@@ -85,7 +86,7 @@ def _raise_for(code: int, what: str) -> None:
 
 
 class AsyncAdmin(
-    GroupAdmin, TransactionAdmin, UserAdmin, AclAdmin, ReassignmentAdmin, LogDirAdmin
+    GroupAdmin, TransactionAdmin, UserAdmin, AclAdmin, ReassignmentAdmin, LogDirAdmin, QuotaAdmin
 ):
     """``AsyncAdmin({"bootstrap.servers": ...}, seams)``: Kafka's admin client on asyncio,
     all its I/O and time through ``seams`` (``real_seams()`` outside a simulation)."""

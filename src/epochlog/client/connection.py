@@ -1,7 +1,9 @@
 """One connection to one broker: framed requests out, responses matched back by
 correlation id. The consumer, producer, admin, replica fetcher and controller all
 talk to brokers through this class (DESIGN §2). On a SASL connection whose session
-has a lifetime it re-authenticates in time (KIP-368)."""
+has a lifetime it re-authenticates in time (KIP-368). A response carrying a throttle time
+(a client quota, KIP-219) holds back the next request to that broker until it is over,
+as Kafka's clients do (given a clock; the broker mutes the connection anyway)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ import struct
 from typing import Any
 
 from epochlog.protocol.apis import MESSAGES, frame
-from epochlog.seams import Connection, Network
+from epochlog.protocol.throttle import client_throttles
+from epochlog.seams import Clock, Connection, Network
 from epochlog.security.sasl_client import SaslConnection, authenticate
 
 _SIZE = struct.Struct(">i")
@@ -19,9 +22,14 @@ _CORRELATION = struct.Struct(">i")
 
 
 class BrokerConnection:
-    def __init__(self, conn: Connection, client_id: str = "epochlog") -> None:
+    def __init__(
+        self, conn: Connection, client_id: str = "epochlog", clock: Clock | None = None
+    ) -> None:
         self._conn = conn
         self._client_id = client_id
+        self._clock = clock
+        # KIP-219: no request goes out before this (the clock's monotonic seconds).
+        self.throttled_until = 0.0
         self._next_correlation_id = 0
         # correlation id -> (response class, version, waiter)
         self._pending: dict[int, tuple[Any, int, asyncio.Future[Any]]] = {}
@@ -36,9 +44,14 @@ class BrokerConnection:
 
     @classmethod
     async def open(
-        cls, network: Network, host: str, port: int, client_id: str = "epochlog"
+        cls,
+        network: Network,
+        host: str,
+        port: int,
+        client_id: str = "epochlog",
+        clock: Clock | None = None,
     ) -> BrokerConnection:
-        return cls(await network.connect(host, port), client_id)
+        return cls(await network.connect(host, port), client_id, clock)
 
     async def send(self, request: Any, version: int, expect_response: bool = True) -> Any:
         """Send a request at ``version`` and wait for its decoded response."""
@@ -61,6 +74,10 @@ class BrokerConnection:
             conn.renewed(await authenticate(call, conn.credentials))
 
     async def _send(self, request: Any, version: int, expect_response: bool = True) -> Any:
+        if self._clock is not None:
+            # Another answer may throttle the connection again while this one waits.
+            while (wait := self.throttled_until - self._clock.monotonic()) > 0:
+                await self._clock.sleep(wait)
         if self._closed is not None:
             raise ConnectionError(f"connection closed: {self._closed}")
         _, response_class = MESSAGES[request.API_KEY]
@@ -94,12 +111,19 @@ class BrokerConnection:
                 except Exception as exc:
                     future.set_exception(exc)
                 else:
+                    self._note_throttle(response_class.API_KEY, version, response)
                     future.set_result(response)
         except (asyncio.IncompleteReadError, ConnectionError, OSError) as exc:
             self._fail(exc)
         except asyncio.CancelledError:
             self._fail(ConnectionError("connection closed"))
             raise
+
+    def _note_throttle(self, api_key: int, version: int, response: Any) -> None:
+        throttle_ms = getattr(response, "throttle_time_ms", None)
+        if throttle_ms and self._clock is not None and client_throttles(api_key, version):
+            until = self._clock.monotonic() + throttle_ms / 1000
+            self.throttled_until = max(self.throttled_until, until)
 
     def _fail(self, exc: BaseException) -> None:
         self._closed = exc

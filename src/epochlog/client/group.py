@@ -227,7 +227,11 @@ class GroupMembership(GroupCommits):
                     node, host, port = found
                     try:
                         self._coordinator = await BrokerConnection.open(
-                            self._cluster.network, host, port, client_id=self._client_id
+                            self._cluster.network,
+                            host,
+                            port,
+                            client_id=self._client_id,
+                            clock=self._clock,
                         )
                         self._coordinator_id = node
                         log.info("group %s: coordinator is broker %d", self.group_id, node)

@@ -200,7 +200,9 @@ class Cluster:
     async def connection_to(self, address: tuple[str, int]) -> BrokerConnection:
         conn = self._connections.get(address)
         if conn is None or conn.closed:
-            conn = await BrokerConnection.open(self.network, *address, client_id=self._client_id)
+            conn = await BrokerConnection.open(
+                self.network, *address, client_id=self._client_id, clock=self.clock
+            )
             # A call still under way when the client closed, or a twin call that got
             # there first: this connection must not outlive it unowned.
             kept = self._connections.get(address)

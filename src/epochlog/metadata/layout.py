@@ -24,11 +24,17 @@ The tree follows Kafka's ZooKeeper layout where Kafka has one:
     /latest_producer_id_block          the last producer id handed out
     /kafka-acl, /kafka-acl-extended    ACLs, one node per resource pattern (their layout
                                        and encoding: epochlog.security.acl_store)
-    /config/users/<user>               a user's SCRAM credentials
+    /config/users/<user>               a user's entity config: SCRAM credentials
+                                       (epochlog.security.scram_credentials) and quotas
+    /config/users/<user>/clients/<id>  quotas of one client id of one user
+    /config/clients/<id>               quotas of a client id (epochlog.quotas.store)
     /config/brokers/<id>               dynamic settings of broker <id>, and in
-    /config/brokers/<default>          the cluster-wide default ones, each
-                                       {"version":1,"config":{...}} as in Kafka
+    /config/brokers/<default>          the cluster-wide default ones
                                        (epochlog.broker.dynamic_configs)
+
+Entity config nodes hold Kafka's ``{"version":1,"config":{KEY: "VALUE"}}``; their names
+are Kafka's sanitized names (``sanitize``), ``<default>`` standing for the default
+entity of its type.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import asdict, dataclass
+from urllib.parse import quote, unquote_plus
 
 from epochlog.metadata.model import BrokerEndpoint, PartitionState, TopicMetadata
 
@@ -51,10 +58,14 @@ PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 ISR_CHANGE = "/isr_change"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
-# Per-user configuration: SCRAM credentials (security/scram_credentials.py).
+# Entity configs (Kafka's /config/<type>/<name>): SCRAM credentials and quotas of users,
+# quotas of client ids.
 CONFIG_USERS = "/config/users"
 # Dynamic broker settings, per broker id and the cluster-wide default.
 CONFIG_BROKERS = "/config/brokers"
+CONFIG_CLIENTS = "/config/clients"
+# The node name of an entity type's default (Kafka's ZooKeeperInternals.DEFAULT_STRING).
+DEFAULT_ENTITY = "<default>"
 
 PERSISTENT_PATHS = (
     BROKER_IDS,
@@ -65,6 +76,29 @@ PERSISTENT_PATHS = (
     ISR_CHANGE,
     REASSIGN_PARTITIONS,
 )
+
+
+def sanitize(name: str) -> str:
+    """Kafka's Sanitizer.sanitize: a user or client id as a node name (Java's URLEncoder,
+    with ``*`` as %2A and a space as %20), so ``/`` and ``<default>`` cannot be taken for
+    structure or for the default."""
+    return quote(name, safe="-._*").replace("*", "%2A").replace("~", "%7E")
+
+
+def desanitize(node_name: str) -> str:
+    """Kafka's Sanitizer.desanitize (Java's URLDecoder)."""
+    return unquote_plus(node_name)
+
+
+def encode_entity_config(config: dict[str, str]) -> bytes:
+    return encode_json({"version": 1, "config": dict(sorted(config.items()))})
+
+
+def decode_entity_config(data: bytes) -> dict[str, str]:
+    """An entity config node's entries (an empty node, a folder, holds none)."""
+    if not data:
+        return {}
+    return {str(k): str(v) for k, v in json.loads(data).get("config", {}).items()}
 
 
 def broker_path(broker_id: int) -> str:

@@ -54,6 +54,12 @@ from kafka.protocol.admin import (
     ListTransactionsRequest,
     ListTransactionsResponse,
 )
+from kafka.protocol.admin.client_quotas import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
+    DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
+)
 from kafka.protocol.admin.cluster import (
     AlterReplicaLogDirsRequest,
     AlterReplicaLogDirsResponse,
@@ -165,6 +171,8 @@ class ApiKey:
     LIST_PARTITION_REASSIGNMENTS = 46
     DELETE_GROUPS = 42
     OFFSET_DELETE = 47
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
     DESCRIBE_CLUSTER = 60
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
@@ -250,6 +258,8 @@ MESSAGES: dict[int, tuple[Any, Any]] = {
         AlterUserScramCredentialsRequest,
         AlterUserScramCredentialsResponse,
     ),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (DescribeClientQuotasRequest, DescribeClientQuotasResponse),
+    ApiKey.ALTER_CLIENT_QUOTAS: (AlterClientQuotasRequest, AlterClientQuotasResponse),
     ApiKey.DESCRIBE_ACLS: (DescribeAclsRequest, DescribeAclsResponse),
     ApiKey.CREATE_ACLS: (CreateAclsRequest, CreateAclsResponse),
     ApiKey.DELETE_ACLS: (DeleteAclsRequest, DeleteAclsResponse),

@@ -105,6 +105,8 @@ RULES: dict[int, dict[str, tuple[ResourceType, AclOperation]]] = {
     },
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: {"cluster": (CLUSTER, Op.DESCRIBE)},
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: {"cluster": (CLUSTER, Op.ALTER)},
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: {"cluster": (CLUSTER, Op.DESCRIBE_CONFIGS)},
+    ApiKey.ALTER_CLIENT_QUOTAS: {"cluster": (CLUSTER, Op.ALTER_CONFIGS)},
 }
 
 # Kafka's error for a refusal, by the resource refused.

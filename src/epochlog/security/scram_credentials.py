@@ -1,8 +1,9 @@
 """SCRAM credentials (RFC 5802/7677) as Kafka keeps them: per user and mechanism a salt,
 an iteration count, the stored key and the server key, never the password. They live
-in the metastore at ``/config/users/<user>`` (Kafka's ZooKeeper layout:
-``{"version":1,"config":{"SCRAM-SHA-512":"salt=...,stored_key=...,server_key=...,
-iterations=4096"}}``) and every broker follows them into a ``ScramUsers`` table."""
+in the metastore at ``/config/users/<user>`` (Kafka's ZooKeeper layout, the name
+sanitized: ``{"version":1,"config":{"SCRAM-SHA-512":"salt=...,stored_key=...,
+server_key=...,iterations=4096"}}``, beside the user's quotas) and every broker follows
+them into a ``ScramUsers`` table."""
 
 from __future__ import annotations
 
@@ -10,13 +11,13 @@ import base64
 import contextlib
 import hashlib
 import hmac
-import json
 import logging
 import secrets
 from dataclasses import dataclass
 
 from epochlog.metadata import layout
-from epochlog.metastore.api import BadVersionError, Metastore, NodeExistsError, NoNodeError
+from epochlog.metastore.api import Metastore, NodeExistsError, NoNodeError
+from epochlog.metastore.entity_config import change_entity_config, entity_names
 
 log = logging.getLogger("epochlog.security")
 
@@ -89,18 +90,13 @@ def credential_from_salted(
 
 
 def user_path(user: str) -> str:
-    return f"{layout.CONFIG_USERS}/{user}"
+    return f"{layout.CONFIG_USERS}/{layout.sanitize(user)}"
 
 
 def decode_user(data: bytes) -> dict[str, ScramCredential]:
-    """A user node's SCRAM credentials by mechanism (other quota entries ignored)."""
-    config = json.loads(data).get("config", {})
+    """A user node's SCRAM credentials by mechanism (its quota entries ignored)."""
+    config = layout.decode_entity_config(data)
     return {m: ScramCredential.from_kafka(config[m]) for m in MECHANISMS if m in config}
-
-
-def _encode_user(credentials: dict[str, ScramCredential]) -> bytes:
-    config = {m: c.to_kafka() for m, c in sorted(credentials.items())}
-    return layout.encode_json({"version": 1, "config": config})
 
 
 class ScramUsers:
@@ -125,7 +121,7 @@ class ScramUsers:
 
     async def _refresh(self, _event: object = None) -> None:
         assert self._store is not None
-        names = set(await self._store.children(layout.CONFIG_USERS))
+        names = {layout.desanitize(n) for n in await self._store.children(layout.CONFIG_USERS)}
         for name in sorted(names - set(self._watches)):
             self._watches[name] = await self._store.watch_data(user_path(name), self._changed)
             await self._read(name)
@@ -134,7 +130,8 @@ class ScramUsers:
             self.users.pop(name, None)
 
     async def _changed(self, event: object) -> None:
-        await self._read(event.path.rsplit("/", 1)[1])  # type: ignore[attr-defined]
+        name = event.path.rsplit("/", 1)[1]  # type: ignore[attr-defined]
+        await self._read(layout.desanitize(name))
 
     async def _read(self, name: str) -> None:
         assert self._store is not None
@@ -150,12 +147,9 @@ class ScramUsers:
 
 async def read_users(store: Metastore) -> dict[str, dict[str, ScramCredential]]:
     """Every user with SCRAM credentials, straight from the metastore."""
-    try:
-        names = await store.children(layout.CONFIG_USERS)
-    except NoNodeError:
-        return {}
     users = {}
-    for name in names:
+    for node_name in await entity_names(store, layout.CONFIG_USERS):
+        name = layout.desanitize(node_name)
         try:
             credentials = decode_user((await store.get(user_path(name)))[0])
         except NoNodeError:
@@ -169,27 +163,15 @@ async def alter_user(
     store: Metastore, user: str, mechanism: str, credential: ScramCredential | None
 ) -> bool:
     """Set (or with None remove) one mechanism's credential of ``user`` by
-    compare-and-set; False when there was nothing to remove. A user left without
-    credentials loses its node."""
-    while True:
-        try:
-            data, stat = await store.get(user_path(user))
-            credentials = decode_user(data)
-        except NoNodeError:
-            stat, credentials = None, {}
-        if credential is None and mechanism not in credentials:
-            return False
+    compare-and-set, leaving the node's other entries (quotas) as they are; False when
+    there was nothing to remove. A node left with nothing goes."""
+
+    def change(config: dict[str, str]) -> dict[str, str]:
         if credential is None:
-            credentials.pop(mechanism)
+            config.pop(mechanism, None)
         else:
-            credentials[mechanism] = credential
-        try:
-            if stat is None:
-                await store.create(user_path(user), _encode_user(credentials), make_parents=True)
-            elif credentials:
-                await store.set(user_path(user), _encode_user(credentials), stat.version)
-            else:
-                await store.delete(user_path(user), stat.version)
-            return True
-        except (BadVersionError, NodeExistsError, NoNodeError):
-            continue  # someone else changed the user meanwhile: read again
+            config[mechanism] = credential.to_kafka()
+        return config
+
+    old = await change_entity_config(store, user_path(user), change, layout.CONFIG_USERS)
+    return credential is not None or mechanism in old

@@ -4,6 +4,7 @@ the components take typed dataclasses bound to these names (``registry.bind``)."
 
 from __future__ import annotations
 
+from epochlog.settings.quotas import QUOTA_SETTINGS
 from epochlog.settings.registry import (
     BOOLEAN,
     INT_MAX,
@@ -584,6 +585,7 @@ BROKER = Registry(
     + _TRANSACTIONS
     + _CONTROLLER
     + SECURITY_SETTINGS
+    + QUOTA_SETTINGS
     + _METASTORE
     + _COMPATIBILITY,
 )

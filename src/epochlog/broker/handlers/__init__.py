@@ -12,6 +12,7 @@ from typing import Any
 from epochlog.broker.handlers import (
     add_offsets_to_txn,
     add_partitions_to_txn,
+    alter_client_quotas,
     alter_configs,
     alter_partition_reassignments,
     alter_replica_log_dirs,
@@ -25,6 +26,7 @@ from epochlog.broker.handlers import (
     delete_records,
     delete_topics,
     describe_acls,
+    describe_client_quotas,
     describe_cluster,
     describe_configs,
     describe_groups,
@@ -117,6 +119,9 @@ MODULES = (
     describe_acls,
     create_acls,
     delete_acls,
+    # Client quotas (KIP-546): Kafka 2.6+'s versions, which kafka-python 3.0 sends.
+    describe_client_quotas,
+    alter_client_quotas,
 )
 
 

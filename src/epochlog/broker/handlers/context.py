@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from epochlog.metadata.model import BrokerEndpoint, TopicMetadata
     from epochlog.protocol.apis import ApiSpec
     from epochlog.protocol.errors import ErrorCode
+    from epochlog.quotas.accounting import QuotaManagers
+    from epochlog.quotas.store import QuotaStore
     from epochlog.replication.replica_manager import ReplicaManager
     from epochlog.seams import Seams
     from epochlog.security.acl_store import AclStore
@@ -50,6 +52,9 @@ class HandlerContext(Protocol):
     # None when authorizer.class.name is empty: every request is allowed.
     authorizer: Authorizer | None
     acl_store: AclStore | None
+    # Client quotas: the managers every request is charged to, and their metastore side.
+    quotas: QuotaManagers
+    quota_store: QuotaStore | None
 
     async def create_topic(
         self,

@@ -5,7 +5,10 @@ DivergingEpoch from v12). From v11 a consumer may fetch from a follower, and a l
 send it to one (KIP-392, ``broker/follower_reads.py``). A replica's fetch also tells the
 leader where that follower is, which moves the high watermark and the ISR. From v7 a
 fetch may be part of a fetch session (KIP-227, ``broker/fetch_sessions.py``): an
-incremental fetch reads every partition of its session and answers only those with news."""
+incremental fetch reads every partition of its session and answers only those with news.
+A consumer's fetch is charged to its consumer byte-rate and request quotas
+(``quotas.accounting``): over either, it is answered empty with the throttle time, as
+Kafka does."""
 
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.divergence import fetch_diverges
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.protocol.fetch_response import PartitionData, TopicData, encode_fetch_response
+from epochlog.quotas import accounting
 from epochlog.security.api_rules import allowed
 from epochlog.security.session import Session
 
@@ -204,8 +208,9 @@ def _read_all(
     version: int,
     session: Session,
     partitions: list[CachedPartition],
+    max_bytes: int,
 ) -> tuple[list[Read], _Budget, bool]:
-    budget = _Budget(request.max_bytes if version >= 3 else 1 << 31)
+    budget = _Budget(max_bytes)
     reads: list[Read] = []
     any_error = False
     follower_reads = FollowerReads(
@@ -273,13 +278,37 @@ async def handle(
         return RawResponse(encode_fetch_response(version, [], error_code=exc.code), [exc.code])
     clock = broker.seams.clock
     deadline = clock.monotonic() + max(0, request.max_wait_ms) / 1000
+    max_bytes = request.max_bytes if version >= 3 else 1 << 31
+    account = accounting.current() if request.replica_id < 0 else None
+    if account is not None and not account.judges_fetch:
+        account = None
+    if account is not None:
+        # Never more than the quota's whole window allows (Kafka's maxQuotaWindowBytes).
+        max_bytes = int(min(max_bytes, account.fetch_cap()))
+    min_bytes = min(request.min_bytes, max_bytes)
     while True:
-        reads, budget, any_error = _read_all(broker, request, version, session, context.partitions)
+        reads, budget, any_error = _read_all(
+            broker, request, version, session, context.partitions, max_bytes
+        )
         remaining = deadline - clock.monotonic()
         stopping = broker.replica_manager.stopped
-        if budget.total >= request.min_bytes or any_error or remaining <= 0 or stopping:
+        if budget.total >= min_bytes or any_error or remaining <= 0 or stopping:
             break
         await broker.replica_manager.wait_for_data(remaining)
+    if account is not None:
+
+        def answer_size() -> int:
+            """The size of the answer it would get, read without telling its session."""
+            would = _by_topic(context.would_answer(reads))
+            return RawResponse(encode_fetch_response(version, would)).size
+
+        throttle_ms = account.settle_fetch(answer_size)
+        if throttle_ms:
+            session_id = context.throttled_session_id()
+            empty = encode_fetch_response(
+                version, [], throttle_time_ms=throttle_ms, session_id=session_id
+            )
+            return RawResponse(empty, [ErrorCode.NONE] if version >= 7 else [])
     session_id, answered = context.respond(reads)
     topics = _by_topic(answered)
     if request.replica_id < 0:
