@@ -417,8 +417,15 @@ class Controller:
             state = topic.partitions.get(request.partition)
             if state is None:
                 continue
+            # A broker in controlled shutdown may not join (KIP-841's ineligible
+            # replica): it would only be removed again below, and its leader would ask
+            # again at once, for ever.
             new = elections.apply_isr_change(
-                state, request.leader_epoch, request.partition_epoch, request.isr, live
+                state,
+                request.leader_epoch,
+                request.partition_epoch,
+                request.isr,
+                live - shutting_down,
             )
             if new is not None:
                 topic.partitions[request.partition] = new

@@ -158,6 +158,7 @@ def details(result: SimResult, trace_path: str) -> str:
 
 
 def write_trace(result: SimResult, directory: str) -> str:
+    os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, f"sim-seed-{result.seed}.trace")
     with open(path, "w") as out:
         out.write(f"# seed {result.seed}, history {result.digest}\n")
