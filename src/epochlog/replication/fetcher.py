@@ -55,8 +55,14 @@ FETCH_VERSION = 12
 EndpointOf = Callable[[int], "tuple[str, int] | None"]
 
 # Answers after which the follower waits for the controller's next state.
-# The first retry after UNKNOWN_LEADER_EPOCH (doubling up to replica.fetch.backoff.ms).
+# The first retry after an answer that says the leader has yet to learn of the
+# partition or its epoch (doubling up to replica.fetch.backoff.ms).
 LEADER_CATCH_UP_S = 0.025
+_LEADER_BEHIND = (
+    ErrorCode.UNKNOWN_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.UNKNOWN_TOPIC_ID,
+)
 _WAIT_FOR_STATE = (
     ErrorCode.FENCED_LEADER_EPOCH,
     ErrorCode.UNKNOWN_LEADER_EPOCH,
@@ -74,7 +80,7 @@ class FollowedPartition:
     leader_id: int
     leader_epoch: int
     delayed_until: float = 0.0
-    # UNKNOWN_LEADER_EPOCH answers in a row: the leader has yet to learn this epoch.
+    # Answers in a row saying the leader has yet to learn this epoch or partition.
     leader_behind: int = 0
 
 
@@ -269,7 +275,7 @@ class LeaderFetcher:
         """Apply one partition's answer; True if the log or high watermark moved."""
         partition = fp.partition
         code = ErrorCode(answer.error_code)
-        fp.leader_behind = fp.leader_behind + 1 if code == ErrorCode.UNKNOWN_LEADER_EPOCH else 0
+        fp.leader_behind = fp.leader_behind + 1 if code in _LEADER_BEHIND else 0
         if code == ErrorCode.NONE:
             diverging = answer.diverging_epoch
             if diverging is not None and (diverging.epoch >= 0 or diverging.end_offset >= 0):
@@ -297,8 +303,8 @@ class LeaderFetcher:
         )
         backoff_s = self._settings.replica_fetch_backoff_ms / 1000
         if fp.leader_behind:
-            # Told of the new epoch before its leader was (each learns it at its own
-            # metastore poll): ask again soon, and back off only if it stays behind.
+            # Told of the new epoch or partition before its leader was (each learns it
+            # at its own metastore poll): ask again soon, back off only if it stays behind.
             backoff_s = min(backoff_s, LEADER_CATCH_UP_S * 2 ** (fp.leader_behind - 1))
         fp.delayed_until = self._clock.monotonic() + backoff_s
         return False
