@@ -58,10 +58,16 @@ class FollowerReads:
         return NO_REPLICA if chosen is None else chosen
 
 
-def not_hosted_error(broker: HandlerContext, topic: str, index: int) -> ErrorCode:
-    """Kafka's answer for a partition this broker holds no replica of: the cluster has
-    it (metadata or a preferred read replica that moved away sent the client here), so
-    NOT_LEADER_OR_FOLLOWER and the client asks again; else UNKNOWN_TOPIC_OR_PARTITION."""
+def not_hosted_error(
+    broker: HandlerContext, topic: str, index: int, raised: ErrorCode
+) -> ErrorCode:
+    """Kafka's answer for a partition this broker serves no replica of, ``raised`` by
+    the replica manager: an offline replica (its log dir failed) says so,
+    KAFKA_STORAGE_ERROR; one the cluster has elsewhere (metadata or a preferred read
+    replica that moved away sent the client here) NOT_LEADER_OR_FOLLOWER, and the
+    client asks again; else UNKNOWN_TOPIC_OR_PARTITION."""
+    if raised == ErrorCode.KAFKA_STORAGE_ERROR:
+        return raised
     meta = broker.metadata_cache.topic(topic)
     if meta is not None and index in meta.partitions:
         return ErrorCode.NOT_LEADER_OR_FOLLOWER

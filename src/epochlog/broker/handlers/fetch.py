@@ -58,12 +58,7 @@ def _read_partition(
     try:
         partition = broker.replica_manager.partition(topic, fetch.partition)
     except KafkaError as exc:
-        # Offline here (its log dir failed) says so; not hosted at all is Kafka's answer.
-        result.error_code = (
-            exc.code
-            if exc.code == ErrorCode.KAFKA_STORAGE_ERROR
-            else not_hosted_error(broker, topic, fetch.partition)
-        )
+        result.error_code = not_hosted_error(broker, topic, fetch.partition, exc.code)
         return result, NO_EPOCH
     leader_epoch = partition.leader_epoch
     try:
