@@ -1,15 +1,16 @@
 """A request header read directly (the common case: a client id within the frame and no
 tagged fields) says what kafka.protocol's full decoder says; anything else goes to the
-full decoder."""
+full decoder. A response header written directly is what kafka.protocol writes."""
 
 from __future__ import annotations
 
 import struct
 
 import pytest
+from kafka.protocol.api_header import ResponseHeader
 
 from epochlog.protocol import apis
-from epochlog.protocol.apis import RequestFrame, decode_request_header
+from epochlog.protocol.apis import RequestFrame, decode_request_header, encode_response_header
 
 
 def _frame(client_id: bytes | None, flexible: bool, tags: bytes = b"\x00") -> bytes:
@@ -58,3 +59,12 @@ def test_tagged_fields_in_the_header_go_to_the_full_decoder() -> None:
 )
 def test_anything_unusual_goes_to_the_full_decoder(frame: bytes) -> None:
     assert apis._common_header(frame, False) is None
+
+
+@pytest.mark.parametrize("flexible", [False, True])
+@pytest.mark.parametrize("correlation_id", [0, 42, -1, 2**31 - 1])
+def test_a_response_header_is_what_kafka_protocol_writes(
+    correlation_id: int, flexible: bool
+) -> None:
+    expected = ResponseHeader(correlation_id=correlation_id).encode(flexible=flexible)
+    assert encode_response_header(correlation_id, flexible) == bytes(expected)

@@ -72,7 +72,7 @@ from kafka.protocol.admin.users import (
     DescribeUserScramCredentialsRequest,
     DescribeUserScramCredentialsResponse,
 )
-from kafka.protocol.api_header import RequestHeader, ResponseHeader
+from kafka.protocol.api_header import RequestHeader
 from kafka.protocol.consumer import (
     FetchRequest,
     FetchResponse,
@@ -274,6 +274,7 @@ def api(key: int, min_version: int, max_version: int) -> ApiSpec:
 
 _FIXED_HEADER = struct.Struct(">hhi")
 _INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
 _CLIENT_ID_AT = _FIXED_HEADER.size
 
 
@@ -370,7 +371,9 @@ def decode_request_body(spec: ApiSpec, version: int, body: memoryview) -> Any:
 
 
 def encode_response_header(correlation_id: int, flexible: bool) -> bytes:
-    return bytes(ResponseHeader(correlation_id=correlation_id).encode(flexible=flexible))
+    """Response header v0 (the correlation id), or v1 with it no tagged fields."""
+    header = _INT32.pack(correlation_id)
+    return header + b"\x00" if flexible else header
 
 
 def frame(*parts: bytes | bytearray | memoryview) -> list[bytes | bytearray | memoryview]:
