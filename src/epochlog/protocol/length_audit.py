@@ -9,7 +9,7 @@ LengthError at the first one Kafka would refuse.
 
 Every request pays for it, so the walk of each (schema, version) is generated once as
 one flat Python function, as kafka.protocol compiles its decoders: a schema walked
-field by field at run time cost a Produce about three times as much.
+field by field at run time cost a Produce several times as much.
 """
 
 from __future__ import annotations
