@@ -4,10 +4,12 @@ answers, long polls on session partitions, leader epochs, and refused sessions."
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 from pathlib import Path
 from typing import Any
 
+import pytest
 from inprocess_broker import (
     batch,
     connect,
@@ -19,6 +21,7 @@ from inprocess_broker import (
 )
 from kafka.protocol.consumer import FetchRequest
 
+from epochlog.broker.handlers import fetch as fetch_handler
 from epochlog.protocol.errors import ErrorCode
 
 PARTITIONS = 4
@@ -121,6 +124,46 @@ def test_long_poll_of_a_session_wakes_on_data_for_an_unlisted_partition(tmp_path
             response = await waiting
             assert sorted(answered(response)) == [3]
             assert clock.monotonic() - start < 10
+            await conn.close()
+            await writer.close()
+
+    run(scenario)
+
+
+def test_a_long_poll_reads_a_quiet_partition_again_only_once_it_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every append on the broker wakes every waiting fetch; appends to another topic
+    leave this fetch's partitions as they were, so they are not read again."""
+    reads: collections.Counter[tuple[str, int]] = collections.Counter()
+    read_partition = fetch_handler._read_partition
+
+    def counted(broker: Any, topic: str, cached: Any, *args: Any) -> Any:
+        reads[(topic, cached.partition)] += 1
+        return read_partition(broker, topic, cached, *args)
+
+    monkeypatch.setattr(fetch_handler, "_read_partition", counted)
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path, num_partitions=str(PARTITIONS)) as broker:
+            conn = await setup(broker)
+            writer = await connect(broker)
+            await create_topic_via_metadata(writer, "other")
+            full = await conn.send(fetch(dict.fromkeys(range(PARTITIONS), 0)), 12)
+            reads.clear()
+            waiting = asyncio.ensure_future(
+                conn.send(fetch({}, session_id=full.session_id, epoch=1, max_wait_ms=20_000), 12)
+            )
+            await asyncio.sleep(0.2)
+            for n in range(10):
+                await produce(writer, "other", batch([b"x%d" % n]), partition=0)
+            assert not waiting.done()
+            assert reads == {("t", p): 1 for p in range(PARTITIONS)}
+            await produce(writer, "t", batch([b"late"]), partition=3)
+            response = await waiting
+            (late,) = answered(response).values()
+            assert (late.partition_index, late.high_watermark) == (3, 1) and late.records
+            assert reads == {**{("t", p): 1 for p in range(3)}, ("t", 3): 2}
             await conn.close()
             await writer.close()
 

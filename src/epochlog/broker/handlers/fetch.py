@@ -197,6 +197,36 @@ def _context(broker: HandlerContext, request: Any, version: int) -> FetchContext
 Read = tuple[CachedPartition, PartitionData, int]
 
 
+# What a partition's quiet answer (no records, no error) depends on: the replica and its
+# state, log start, high watermark, and what the fetch reads up to: a follower the log
+# end, a read_committed consumer the last stable offset.
+Stamp = tuple[object, object, int, int, int]
+
+
+def _stamp(broker: HandlerContext, name: str, index: int, request: Any) -> Stamp | None:
+    try:
+        partition = broker.replica_manager.partition(name, index)
+    except KafkaError:
+        return None
+    log = partition.log
+    if request.replica_id >= 0:
+        bound = log.log_end_offset
+    elif request.isolation_level == READ_COMMITTED:
+        bound = partition.last_stable_offset()
+    else:
+        bound = -1
+    return (partition, partition.state, log.log_start_offset, partition.high_watermark, bound)
+
+
+def _quiet(data: PartitionData) -> bool:
+    return (
+        data.error_code == 0
+        and not data.records
+        and data.diverging_epoch is None
+        and data.preferred_read_replica < 0
+    )
+
+
 def _read_all(
     broker: HandlerContext,
     request: Any,
@@ -204,17 +234,20 @@ def _read_all(
     session: Session,
     partitions: list[CachedPartition],
     max_bytes: int,
-) -> tuple[list[Read], _Budget, bool]:
+    before: list[tuple[Read, Stamp | None]] | None = None,
+) -> tuple[list[Read], _Budget, bool, list[tuple[Read, Stamp | None]]]:
+    """Every partition read for one answer, and each read with its stamp. ``before``: the
+    previous pass of a long poll, woken by a change somewhere on this broker; a partition
+    that was quiet then and whose stamp has not moved is not read again (a fetch of many
+    partitions re-read them all at every append to any partition)."""
     budget = _Budget(max_bytes)
     reads: list[Read] = []
+    stamped: list[tuple[Read, Stamp | None]] = []
     any_error = False
-    follower_reads = FollowerReads(
-        broker,
-        session.listener,
-        request.replica_id,
-        version,
-        request.rack_id if version >= 11 else None,
-    )
+    rack = request.rack_id if version >= 11 else None
+    follower_reads = FollowerReads(broker, session.listener, request.replica_id, version, rack)
+    # A redirect to a rack's follower depends on other replicas' progress too.
+    reuse = before is not None and not rack
     allowed_topics: dict[str, bool] = {}
     names: dict[uuid.UUID, str | None] = {}
     for fetch in partitions:
@@ -234,21 +267,33 @@ def _read_all(
             if not allowed_topics[name]:
                 data = PartitionData(fetch.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             else:
-                data, leader_epoch = _read_partition(
-                    broker,
-                    name,
-                    fetch,
-                    version,
-                    request.isolation_level,
-                    budget,
-                    request.replica_id,
-                    follower_reads,
-                )
+                known = before[len(reads)] if before is not None and reuse else None
+                if (
+                    known is not None
+                    and known[1] is not None
+                    and _stamp(broker, name, fetch.partition, request) == known[1]
+                ):
+                    (_, data, leader_epoch), stamp = known
+                else:
+                    data, leader_epoch = _read_partition(
+                        broker,
+                        name,
+                        fetch,
+                        version,
+                        request.isolation_level,
+                        budget,
+                        request.replica_id,
+                        follower_reads,
+                    )
+                    stamp = _stamp(broker, name, fetch.partition, request) if _quiet(data) else None
+                stamped.append(((fetch, data, leader_epoch), stamp))
         reads.append((fetch, data, leader_epoch))
+        if len(stamped) < len(reads):
+            stamped.append((reads[-1], None))
         # An error, a divergence or a redirect to another replica is answered at once.
         any_error |= data.error_code != 0 or data.diverging_epoch is not None
         any_error |= data.preferred_read_replica >= 0
-    return reads, budget, any_error
+    return reads, budget, any_error, stamped
 
 
 def _by_topic(answered: list[tuple[CachedPartition, PartitionData]]) -> list[TopicData]:
@@ -281,9 +326,10 @@ async def handle(
         # Never more than the quota's whole window allows (Kafka's maxQuotaWindowBytes).
         max_bytes = int(min(max_bytes, account.fetch_cap()))
     min_bytes = min(request.min_bytes, max_bytes)
+    stamped = None
     while True:
-        reads, budget, any_error = _read_all(
-            broker, request, version, session, context.partitions, max_bytes
+        reads, budget, any_error, stamped = _read_all(
+            broker, request, version, session, context.partitions, max_bytes, stamped
         )
         remaining = deadline - clock.monotonic()
         stopping = broker.replica_manager.stopped
