@@ -69,14 +69,15 @@ class SparkDaemon:
         return self
 
     def ui_json(self) -> dict[str, Any]:
-        """What the daemon's web UI serves at ``/json/`` ({} while it does not answer)."""
+        """What the daemon's web UI serves at ``/json/`` ({} while it does not answer it,
+        or answers with a page instead while it starts)."""
         assert self.proc is not None and self.proc.poll() is None, (
             f"{self.name} exited with {self.proc and self.proc.returncode}:\n{self.tail()}"
         )
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=5) as r:
                 return dict(json.load(r))
-        except OSError:
+        except (OSError, ValueError):
             return {}
 
     def tail(self, lines: int = 40) -> str:

@@ -43,15 +43,16 @@ class LengthError(ValueError):
 
 def audit(schema: StructField, version: int, flexible: bool, data: memoryview) -> int:
     """Walk a request body; returns where it ends. Raises LengthError."""
-    key = (id(schema), version, flexible)
-    compiled = _COMPILED.get(key)
-    if compiled is None:
-        compiled = _COMPILED[key] = (schema, _compile(schema, version, flexible))
-    return compiled[1](data, len(data))
+    key = (schema.name, version, flexible)
+    walk = _COMPILED.get(key)
+    if walk is None:
+        walk = _COMPILED[key] = _compile(schema, version, flexible)
+    return walk(data, len(data))
 
 
-# (id of the schema, version, flexible) -> (the schema, kept so its id stays its own; walk)
-_COMPILED: dict[tuple[int, int, bool], tuple[StructField, Walk]] = {}
+# (request schema's name, version, flexible) -> its walk. Schemas are not hashable; each
+# request's name is its own (produce_request, fetch_request, ...).
+_COMPILED: dict[tuple[str, int, bool], Walk] = {}
 
 
 # -- what the generated code calls ------------------------------------------------------
