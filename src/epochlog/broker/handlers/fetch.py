@@ -218,6 +218,10 @@ def _stamp(broker: HandlerContext, name: str, index: int, request: Any) -> Stamp
     return (partition, partition.state, log.log_start_offset, partition.high_watermark, bound)
 
 
+# No earlier read of a partition (the first pass of a poll).
+NO_READ: Any = (None, None, NO_EPOCH)
+
+
 def _quiet(data: PartitionData) -> bool:
     return (
         data.error_code == 0
@@ -225,6 +229,19 @@ def _quiet(data: PartitionData) -> bool:
         and data.diverging_epoch is None
         and data.preferred_read_replica < 0
     )
+
+
+def _stamps(
+    broker: HandlerContext, request: Any, reads: list[Read]
+) -> list[tuple[Read, Stamp | None]]:
+    """Each read with its stamp if it was quiet: taken only when a long poll is about to
+    wait (an answer sent at once needs none), with nothing awaited since the reads."""
+    return [
+        (read, _stamp(broker, read[0].topic, read[0].partition, request))
+        if read[0].topic is not None and _quiet(read[1])
+        else (read, None)
+        for read in reads
+    ]
 
 
 def _read_all(
@@ -235,19 +252,18 @@ def _read_all(
     partitions: list[CachedPartition],
     max_bytes: int,
     before: list[tuple[Read, Stamp | None]] | None = None,
-) -> tuple[list[Read], _Budget, bool, list[tuple[Read, Stamp | None]]]:
-    """Every partition read for one answer, and each read with its stamp. ``before``: the
-    previous pass of a long poll, woken by a change somewhere on this broker; a partition
-    that was quiet then and whose stamp has not moved is not read again (a fetch of many
-    partitions re-read them all at every append to any partition)."""
+) -> tuple[list[Read], _Budget, bool]:
+    """Every partition read for one answer. ``before``: the previous pass of a long poll
+    with its stamps (``_stamps``), woken by a change somewhere on this broker; a
+    partition that was quiet then and whose stamp has not moved is not read again (a
+    fetch of many partitions re-read them all at every append to any partition)."""
     budget = _Budget(max_bytes)
     reads: list[Read] = []
-    stamped: list[tuple[Read, Stamp | None]] = []
     any_error = False
     rack = request.rack_id if version >= 11 else None
     follower_reads = FollowerReads(broker, session.listener, request.replica_id, version, rack)
     # A redirect to a rack's follower depends on other replicas' progress too.
-    reuse = before is not None and not rack
+    known = before if not rack else None
     allowed_topics: dict[str, bool] = {}
     names: dict[uuid.UUID, str | None] = {}
     for fetch in partitions:
@@ -267,13 +283,9 @@ def _read_all(
             if not allowed_topics[name]:
                 data = PartitionData(fetch.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             else:
-                known = before[len(reads)] if before is not None and reuse else None
-                if (
-                    known is not None
-                    and known[1] is not None
-                    and _stamp(broker, name, fetch.partition, request) == known[1]
-                ):
-                    (_, data, leader_epoch), stamp = known
+                (_, quiet, quiet_epoch), stamp = known[len(reads)] if known else (NO_READ, None)
+                if stamp is not None and _stamp(broker, name, fetch.partition, request) == stamp:
+                    data, leader_epoch = quiet, quiet_epoch
                 else:
                     data, leader_epoch = _read_partition(
                         broker,
@@ -285,15 +297,11 @@ def _read_all(
                         request.replica_id,
                         follower_reads,
                     )
-                    stamp = _stamp(broker, name, fetch.partition, request) if _quiet(data) else None
-                stamped.append(((fetch, data, leader_epoch), stamp))
         reads.append((fetch, data, leader_epoch))
-        if len(stamped) < len(reads):
-            stamped.append((reads[-1], None))
         # An error, a divergence or a redirect to another replica is answered at once.
         any_error |= data.error_code != 0 or data.diverging_epoch is not None
         any_error |= data.preferred_read_replica >= 0
-    return reads, budget, any_error, stamped
+    return reads, budget, any_error
 
 
 def _by_topic(answered: list[tuple[CachedPartition, PartitionData]]) -> list[TopicData]:
@@ -328,13 +336,14 @@ async def handle(
     min_bytes = min(request.min_bytes, max_bytes)
     stamped = None
     while True:
-        reads, budget, any_error, stamped = _read_all(
+        reads, budget, any_error = _read_all(
             broker, request, version, session, context.partitions, max_bytes, stamped
         )
         remaining = deadline - clock.monotonic()
         stopping = broker.replica_manager.stopped
         if budget.total >= min_bytes or any_error or remaining <= 0 or stopping:
             break
+        stamped = _stamps(broker, request, reads)
         await broker.replica_manager.wait_for_data(remaining)
     if account is not None:
 
