@@ -21,7 +21,8 @@ from confluent_kafka.admin import (
 )
 from kafka import KafkaAdminClient
 
-from support.broker import BrokerProcess, free_port
+from epochlog.tools.local_ports import free_port
+from support.broker import BrokerProcess
 from support.clients import create_topic
 
 BOUND_S = 60

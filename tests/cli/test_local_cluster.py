@@ -13,16 +13,8 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from support.broker import free_port
+from epochlog.tools.local_ports import free_ports
 from support.metrics import scrape
-
-
-def free_ports(count: int) -> int:
-    """The first of ``count`` consecutive ports nobody listens on now."""
-    port = free_port()
-    while any(free_port() == port + i for i in range(1, count)):
-        port = free_port()
-    return port
 
 
 def test_up_runs_three_brokers_that_replicate_and_stop_on_ctrl_c(tmp_path: Path) -> None:

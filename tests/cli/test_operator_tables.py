@@ -9,7 +9,8 @@ from pathlib import Path
 
 from epochlog.client import Consumer, Producer, TopicPartition
 from epochlog.client.consumer import OffsetAndEpoch
-from support.broker import BrokerProcess, free_port
+from epochlog.tools.local_ports import free_port
+from support.broker import BrokerProcess
 from support.broker import run_epochlog as epochlog
 from support.certs import make_certs, ssl_listener_settings
 

@@ -22,7 +22,8 @@ from epochlog.client.connection import BrokerConnection
 from epochlog.metastore import open_metastore
 from epochlog.protocol.records import build_batch
 from epochlog.seams.real import RealClock, SocketNetwork
-from support.broker import BrokerProcess, epochlog_command, free_port, wait_until
+from epochlog.tools.local_ports import free_port
+from support.broker import BrokerProcess, epochlog_command, wait_until
 from support.requests import fetch_request, send_request
 from support.requests import produce_request as raw_produce_request
 

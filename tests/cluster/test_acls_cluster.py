@@ -24,7 +24,7 @@ from confluent_kafka.admin import (
 from epochlog.client.admin import AsyncAdmin
 from epochlog.seams.real import real_seams
 from epochlog.security.acls import AclBindingFilter
-from support.broker import free_port
+from epochlog.tools.local_ports import free_port
 from support.certs import CN_RULES, make_user_certs, ssl_listener_settings
 
 TOPIC = "guarded"

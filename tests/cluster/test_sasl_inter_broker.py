@@ -17,7 +17,8 @@ from cluster_harness import Cluster, eventually
 # (its TOPIC is the one its produce and consume helpers use)
 from test_ssl_inter_broker import TOPIC, consume, established_to, produce
 
-from support.broker import epochlog_command, free_port
+from epochlog.tools.local_ports import free_port
+from support.broker import epochlog_command
 from support.certs import make_certs, ssl_listener_settings
 
 BROKER_JAAS = (

@@ -12,7 +12,7 @@ from pathlib import Path
 import confluent_kafka as ck
 from cluster_harness import Cluster, eventually
 
-from support.broker import free_port
+from epochlog.tools.local_ports import free_port
 from support.certs import make_certs, ssl_listener_settings
 
 TOPIC = "over-tls"

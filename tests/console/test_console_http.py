@@ -15,7 +15,8 @@ from epochlog.client.admin import AsyncAdmin
 from epochlog.console.app import Console, build_app
 from epochlog.protocol.records import build_batch
 from epochlog.seams.real import real_seams
-from support.broker import BrokerProcess, free_port
+from epochlog.tools.local_ports import free_port
+from support.broker import BrokerProcess
 
 TOPIC = "console-http"
 

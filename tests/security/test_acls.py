@@ -36,7 +36,8 @@ from epochlog.client.security import client_network
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.records import build_batch
 from epochlog.seams.real import real_seams
-from support.broker import BrokerProcess, epochlog_command, free_port, wait_until
+from epochlog.tools.local_ports import free_port
+from support.broker import BrokerProcess, epochlog_command, wait_until
 from support.certs import CN_RULES, UserCerts, make_user_certs, ssl_listener_settings
 from support.requests import produce_request
 

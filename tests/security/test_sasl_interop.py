@@ -25,7 +25,8 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from support.broker import BrokerProcess, epochlog_command, free_port
+from epochlog.tools.local_ports import free_port
+from support.broker import BrokerProcess, epochlog_command
 from support.certs import Certs, make_certs, ssl_listener_settings
 
 pytestmark = pytest.mark.interop

@@ -15,7 +15,8 @@ import confluent_kafka as ck
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from support.broker import BrokerProcess, epochlog_command, free_port
+from epochlog.tools.local_ports import free_port
+from support.broker import BrokerProcess, epochlog_command
 from support.certs import Certs, make_certs, ssl_listener_settings
 
 pytestmark = pytest.mark.interop

@@ -13,7 +13,8 @@ from pyspark.sql import SparkSession
 from test_exactly_once_sink import read_committed
 
 from epochlog.client import Producer
-from support.broker import BrokerProcess, free_port
+from epochlog.tools.local_ports import free_port
+from support.broker import BrokerProcess
 from support.certs import make_certs, ssl_listener_settings
 from support.clients import create_topic
 

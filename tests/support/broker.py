@@ -18,18 +18,13 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from epochlog.tools.local_ports import free_port
+
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
 
 # Every broker started and not yet cleaned up, so a failing test can show their logs.
 LIVE_BROKERS: list[BrokerProcess] = []
-
-
-def free_port() -> int:
-    """A loopback port nobody listens on now (the broker binds it a moment later)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def epochlog_command() -> list[str]:

@@ -19,7 +19,8 @@ from typing import Any
 
 import pyspark
 
-from support.broker import free_port, require_binary, wait_until
+from epochlog.tools.local_ports import free_port
+from support.broker import require_binary, wait_until
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 # Start-up reads jars and binds ports; a bound against hangs, not a judgement of speed.

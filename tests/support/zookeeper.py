@@ -15,15 +15,11 @@ import subprocess
 import time
 from pathlib import Path
 
+from epochlog.tools.local_ports import free_port
+
 CLASSPATH = "/usr/share/java/*:/usr/share/zookeeper/*"
 MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class ZooKeeperServer:

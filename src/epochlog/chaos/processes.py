@@ -15,6 +15,7 @@ import time
 from collections.abc import Mapping
 
 from epochlog.chaos.netns import OWNER_MARK, PORT, Network
+from epochlog.tools.local_ports import free_port
 
 ZK_CLASSPATH = "/usr/share/java/*:/usr/share/zookeeper/*"
 ZK_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
@@ -49,9 +50,7 @@ class ZooKeeper:
             raise RuntimeError("ZooKeeper needs Debian's zookeeper and default-jre-headless")
         self.directory = directory
         self.address = address
-        with socket.socket() as sock:
-            sock.bind((address, 0))
-            self.port = sock.getsockname()[1]
+        self.port = free_port(address)
         self.process: subprocess.Popen | None = None
 
     @property

@@ -48,14 +48,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_from_args(args: argparse.Namespace) -> int:
     """Build the settings from the command line and run the story."""
-    from epochlog.demo.cluster_control import free_base_port
     from epochlog.demo.story import Settings, run
+    from epochlog.tools.local_ports import free_ports
 
     duration = 8.0 if args.quick else max(8.0, args.duration)
     data_dir = os.path.join(args.data_dir, f"run-{os.getpid()}")
     settings = Settings(
         data_dir=data_dir,
-        port=args.port or free_base_port(3),
+        port=args.port or free_ports(3),
         partitions=args.partitions,
         rate=min(args.rate, 100) if args.quick else args.rate,
         on_truncation=args.on_truncation,

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import time
 import uuid
@@ -53,28 +52,6 @@ def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None
             last = exc
         time.sleep(0.2)
     raise DemoError(f"timed out after {timeout_s:.0f} s waiting for {what} (last error: {last})")
-
-
-def free_base_port(count: int) -> int:
-    """A loopback port P such that P..P+count-1 are free now."""
-    for _ in range(100):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            base = int(probe.getsockname()[1])
-        if base + count >= 65536:
-            continue
-        if all(_port_free(base + i) for i in range(count)):
-            return base
-    raise DemoError(f"found no {count} consecutive free loopback ports")
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 async def _with_admin(
