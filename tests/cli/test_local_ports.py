@@ -5,13 +5,14 @@ EADDRINUSE at broker start)."""
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 
 from epochlog.tools import local_ports
 from epochlog.tools.local_ports import free_port, free_ports
 
 
 def test_ports_are_below_the_ephemeral_range_and_not_handed_out_twice() -> None:
-    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     ports = [free_port() for _ in range(200)]
     assert all(local_ports._LOWEST <= port < low for port in ports)
     assert len(set(ports)) == len(ports)

@@ -50,6 +50,9 @@ from epochlog.txn.settings import TransactionSettings
 
 log = logging.getLogger("epochlog.broker")
 
+# The longest the loop is held applying one topic state before others get a turn.
+APPLY_STEP_S = 0.02
+
 
 def metastore_uri(config: BrokerConfig) -> str:
     """``metastore`` (a URI), else Kafka's ``zookeeper.connect``, else an embedded
@@ -275,8 +278,18 @@ class Broker:
         if self.controller is not None:
             self.controller.reconfigure(ControllerSettings.from_settings(settings))
 
-    def _apply_topic(self, topic: TopicMetadata) -> None:
-        self.replica_manager.apply_topic(topic, self.topic_log_config(topic.configs))
+    async def _apply_topic(self, topic: TopicMetadata) -> None:
+        """Applied in steps of at most ``APPLY_STEP_S`` of the loop's time, so that a
+        topic of thousands of partitions (each a directory and files to create) leaves
+        requests answered meanwhile."""
+        clock = self.seams.clock
+        step_end = clock.monotonic() + APPLY_STEP_S
+        for _ in self.replica_manager.apply_topic_steps(
+            topic, self.topic_log_config(topic.configs)
+        ):
+            if clock.monotonic() >= step_end:
+                await clock.sleep(0)
+                step_end = clock.monotonic() + APPLY_STEP_S
         if topic.name == OFFSETS_TOPIC:
             known = self.metadata_cache.topic(OFFSETS_TOPIC)
             self.coordinator.on_leadership_change(len(known.partitions) if known else None)

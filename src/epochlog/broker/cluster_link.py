@@ -13,7 +13,7 @@ import contextlib
 import json
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from epochlog.broker.metadata_cache import MetadataCache
 from epochlog.controller import elections
@@ -46,7 +46,7 @@ class ClusterLink:
         broker_id: int,
         clock: Clock,
         metadata_cache: MetadataCache,
-        on_topic: Callable[[TopicMetadata], None],
+        on_topic: Callable[[TopicMetadata], Awaitable[None]],
         on_topic_removed: Callable[[str], None],
         new_uuid: Callable[[], uuid.UUID],
     ) -> None:
@@ -65,6 +65,9 @@ class ClusterLink:
         self._next_producer_id = 0
         self._producer_id_limit = 0
         self._state_changed = asyncio.Event()
+        # Topic states are applied one at a time, in the order read: applying one may
+        # let other work run between its partitions (the broker's ``_apply_topic``).
+        self._applying = asyncio.Lock()
         # This incarnation's broker epoch, and whether the controller has taken it in:
         # until it has, leadership in the stored state is a previous incarnation's.
         self._epoch: int | None = None
@@ -201,7 +204,8 @@ class ClusterLink:
             await self._read_topic(name)
         for name in sorted(set(self._topic_watches) - names):
             self._topic_watches.pop(name).cancel()  # type: ignore[attr-defined]
-            self._forget_topic(name)
+            async with self._applying:
+                self._forget_topic(name)
 
     async def _topic_changed(self, event: object) -> None:
         name = event.path.rsplit("/", 1)[1]  # type: ignore[attr-defined]
@@ -211,9 +215,15 @@ class ClusterLink:
         try:
             data, _ = await self.store.get(layout.topic_path(name))
         except NoNodeError:
-            self._forget_topic(name)
-            return
-        node = TopicNode.decode(name, data)
+            data = None
+        async with self._applying:
+            if data is None:
+                self._forget_topic(name)
+            else:
+                await self._apply(TopicNode.decode(name, data))
+
+    async def _apply(self, node: TopicNode) -> None:
+        name = node.topic.name
         if node.controller_epoch < self._max_controller_epoch:
             log.warning(
                 "ignoring state of %s from controller epoch %d (already saw %d)",
@@ -236,7 +246,7 @@ class ClusterLink:
             if state.leader_epoch >= 0 and (self._taken_in or state.leader != self.broker_id)
         }
         if ready:
-            self._on_topic(
+            await self._on_topic(
                 TopicMetadata(node.topic.name, node.topic.topic_id, ready, node.topic.configs)
             )
         self._state_changed.set()

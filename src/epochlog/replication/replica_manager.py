@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -149,6 +149,13 @@ class ReplicaManager:
     def apply_topic(self, topic: TopicMetadata, log_config: LogConfig) -> None:
         """Bring hosted partitions in line with what the controller decided. States may
         come late, twice or out of order: older or repeated ones are ignored."""
+        for _ in self.apply_topic_steps(topic, log_config):
+            pass
+
+    def apply_topic_steps(self, topic: TopicMetadata, log_config: LogConfig) -> Iterator[None]:
+        """``apply_topic`` one partition at a time, for a caller that lets other work
+        run in between: creating a log costs a mkdir, a few files and fsyncs, and a topic
+        of thousands of partitions would hold the event loop for seconds."""
         name = topic.name
         for index, state in topic.partitions.items():
             key = (name, index)
@@ -183,7 +190,8 @@ class ReplicaManager:
             else:
                 partition.log.config = log_config
             self.apply_partition_state(partition, state)
-        self._changed.fire()
+            self._changed.fire()
+            yield
 
     def _retire(self, partition: Partition, state: PartitionState) -> None:
         """Moved away (a reassignment completed or was cancelled): stop serving and
