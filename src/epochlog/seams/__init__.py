@@ -79,6 +79,11 @@ class Disk(Protocol):
     def disk_usage(self, path: str) -> tuple[int, int]:
         """(total, usable) bytes of the volume holding ``path``; -1 where unknown."""
 
+    async def off_loop(self, work: Callable[[], None]) -> None:
+        """Run disk work that may block for as long as the disk takes (the fsync of a
+        whole segment) without holding the event loop: a worker thread on a real disk,
+        at once in the simulator, whose replay must not depend on threads."""
+
 
 @dataclass(frozen=True)
 class Tls:

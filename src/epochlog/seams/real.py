@@ -10,6 +10,7 @@ import random
 import shutil
 import ssl
 import time
+from collections.abc import Callable
 
 from epochlog.seams import Connection, ConnectionHandler, Seams, Server, Tls
 from epochlog.seams.socket_stream import (
@@ -136,6 +137,10 @@ class OsDisk:
     def disk_usage(self, path: str) -> tuple[int, int]:
         usage = shutil.disk_usage(path)
         return usage.total, usage.free
+
+    async def off_loop(self, work: Callable[[], None]) -> None:
+        # fsync and write release the GIL: the loop serves requests meanwhile.
+        await asyncio.to_thread(work)
 
 
 class StreamServer:

@@ -13,6 +13,7 @@ files of its successor.
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from epochlog.seams import Random
@@ -256,6 +257,10 @@ class DiskView:
         """A simulated volume has no size: unknown, as Kafka's -1 says."""
         self.check()
         return -1, -1
+
+    async def off_loop(self, work: Callable[[], None]) -> None:
+        self.check()
+        work()
 
 
 class SimFile:

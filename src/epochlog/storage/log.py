@@ -36,6 +36,7 @@ from epochlog.storage.producer_state import AppendOrigin, ProducerStateManager
 from epochlog.storage.quarantine import Quarantine, keep_tail
 from epochlog.storage.results import AppendResult, OffsetAndEpoch, ReadResult, TruncatedRange
 from epochlog.storage.retention import deletable_count
+from epochlog.storage.rolled_segments import RolledSegments
 from epochlog.storage.segment import DamagedBatch, LogSegment
 
 MAX_RELATIVE_OFFSET = 0x7FFFFFFF
@@ -92,6 +93,9 @@ class Log:
         self._reader = LogReader(self)
         self._unflushed_messages = 0
         self._last_flush_ms = clock.time_ms()
+        # Sealed by a roll, not fsynced yet; whoever runs ``flush_rolled`` is told.
+        self._rolled = RolledSegments()
+        self.on_roll: Callable[[Log], None] | None = None
         self._metadata_file = PartitionMetadataFile(disk, directory)
         self._topic_id = self._metadata_file.read()
         self._closed = False
@@ -310,10 +314,14 @@ class Log:
         new_base = self.log_end_offset if base_offset is None else base_offset
         if self.active_segment.size == 0:
             return self.active_segment
-        self.active_segment.seal()
-        self._recovery_point = max(self._recovery_point, self.log_end_offset)
+        sealed = self.active_segment
+        sealed.seal(flush=False)  # fsynced by flush_rolled (storage/rolled_segments.py)
+        self._rolled.add(sealed, self.log_end_offset)
         self.producer_state.take_snapshot(self.log_end_offset)
-        return self._add_segment(new_base)
+        segment = self._add_segment(new_base)
+        if self.on_roll is not None:
+            self.on_roll(self)
+        return segment
 
     def _roll_after_ms(self) -> int:
         """The active segment's age that rolls it: ``roll_ms`` less its jitter, fixed per
@@ -366,14 +374,7 @@ class Log:
         return self.producer_state.first_unstable_offset()
 
     def collect_aborted_transactions(self, start: int, upper: int) -> list[tuple[int, int]]:
-        """(producer id, first offset) of aborted transactions overlapping [start, upper):
-        what a read_committed fetch of that range answers beside the records."""
-        out = []
-        for segment in self._segments[self.segment_for(start) :]:
-            out.extend(
-                (t.producer_id, t.first_offset) for t in segment.txn_index.collect(start, upper)
-            )
-        return out
+        return self._reader.aborted_transactions(start, upper)
 
     def end_offset_for_epoch(self, requested_epoch: int) -> tuple[int, int]:
         """OffsetsForLeaderEpoch against this log's end."""
@@ -540,10 +541,17 @@ class Log:
 
     def flush(self) -> None:
         """fsync what was appended; the recovery point moves to the log end."""
+        self._rolled.flush_now(self._segments)
         self.active_segment.flush()
         self._recovery_point = self.log_end_offset
         self._unflushed_messages = 0
         self._last_flush_ms = self.clock.time_ms()
+
+    async def flush_rolled(self) -> None:
+        """fsync what rolls sealed, off the event loop; the recovery point follows."""
+        end = await self._rolled.flush_off_loop(self.disk, self._segments)
+        if end is not None and not self._closed:
+            self._recovery_point = max(self._recovery_point, end)
 
     def maybe_flush(self, now_ms: int) -> bool:
         """Flush per ``flush.ms``."""

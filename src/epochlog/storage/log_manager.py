@@ -18,6 +18,7 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from epochlog.protocol.record_validation import RecordValidator
 from epochlog.seams import Clock, Disk
@@ -48,6 +49,7 @@ from epochlog.storage.log_dir_moves import (
     settle,
 )
 from epochlog.storage.quarantine import delete_keeping_quarantine
+from epochlog.storage.roll_flusher import RollFlusher
 from epochlog.storage.scrubber import Scrubber
 
 logger = logging.getLogger("epochlog.storage")
@@ -132,6 +134,16 @@ class LogManager:
             self.settings.scrub_interval_ms,
             self.settings.scrub_bytes_per_second,
         )
+        self.roll_flusher = RollFlusher(
+            clock, lambda log, exc: self.fail_dir_of(log.topic, log.partition, exc)
+        )
+
+    def _open(self, path: str, topic: str, partition: int, config: LogConfig, **state: Any) -> Log:
+        log = Log.open(
+            self.disk, self.clock, path, topic, partition, config, validator=self.validator, **state
+        )
+        log.on_roll = self.roll_flusher.rolled
+        return log
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -195,9 +207,7 @@ class LogManager:
                     if tp in logs:
                         raise ValueError(f"{tp[0]}-{tp[1]} found twice: {path}")
                     config = topic_configs(tp[0]) if topic_configs else self.default_config
-                    logs[tp] = Log.open(
-                        self.disk,
-                        self.clock,
+                    logs[tp] = self._open(
                         path,
                         tp[0],
                         tp[1],
@@ -205,7 +215,6 @@ class LogManager:
                         recovery_point=recovery.get(tp, 0),
                         log_start_offset=starts.get(tp, 0),
                         clean_shutdown=clean,
-                        validator=self.validator,
                     )
                     dirs[tp] = log_dir
         clear_clean_shutdown(self.disk, log_dir)
@@ -300,14 +309,8 @@ class LogManager:
             log_dir = self.preferred_dirs.pop(tp, None)
             if log_dir not in online:
                 log_dir = min(online, key=lambda d: counts[d])
-            log = Log.open(
-                self.disk,
-                self.clock,
-                f"{log_dir}/{topic}-{partition}",
-                topic,
-                partition,
-                config or self.default_config,
-                validator=self.validator,
+            log = self._open(
+                f"{log_dir}/{topic}-{partition}", topic, partition, config or self.default_config
             )
             self._logs[tp] = log
             self._dir_of[tp] = log_dir
@@ -377,15 +380,8 @@ class LogManager:
             raise ValueError(f"{log_dir} cannot receive {topic}-{partition}")
         token = str(self.clock.time_ms())
         name = moving_dir_name(topic, partition, token, FUTURE_SUFFIX)
-        future = Log.open(
-            self.disk,
-            self.clock,
-            f"{log_dir}/{name}",
-            topic,
-            partition,
-            current.config,
-            validator=self.validator,
-        )  # its log start follows the current log's at the first copy step
+        # Its log start follows the current log's at the first copy step.
+        future = self._open(f"{log_dir}/{name}", topic, partition, current.config)
         if current.topic_id is not None:
             future.set_topic_id(current.topic_id)
         self._futures[tp] = future
@@ -420,9 +416,7 @@ class LogManager:
         self.disk.rename(future.directory, target)
         doomed = retired.removesuffix(RETIRED_SUFFIX) + DELETE_SUFFIX
         self.disk.rename(retired, doomed)
-        moved = Log.open(
-            self.disk,
-            self.clock,
+        moved = self._open(
             target,
             topic,
             partition,
@@ -430,7 +424,6 @@ class LogManager:
             recovery_point=future.log_end_offset,
             log_start_offset=future.log_start_offset,
             clean_shutdown=True,
-            validator=self.validator,
         )
         adopt_epochs(current, moved)  # after the load, which drops an epoch without a batch
         del self._futures[tp], self._future_dir_of[tp]
@@ -571,14 +564,15 @@ class LogManager:
         if s.cleaner_enable:
             # log.cleaner.backoff.ms is dynamic: read at each run.
             tasks.append((lambda: self.settings.cleaner_backoff_ms, self.clean_logs))
-        scrubbing = None
+        loop = asyncio.get_running_loop()
+        helpers = [loop.create_task(self.roll_flusher.run(stop_event))]
         if s.scrub_interval_ms > 0:
-            scrubbing = asyncio.get_running_loop().create_task(self.scrubber.run(stop_event))
+            helpers.append(loop.create_task(self.scrubber.run(stop_event)))
         try:
             await self._run_tasks(tasks, stop_event)
         finally:
-            if scrubbing is not None:
-                scrubbing.cancel()
+            for helper in helpers:
+                helper.cancel()
 
     async def _run_tasks(
         self,

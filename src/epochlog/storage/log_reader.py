@@ -148,6 +148,16 @@ class LogReader:
         offset = max(header.base_offset, start)
         return OffsetAndEpoch(offset, header.max_timestamp, self._epoch(offset))
 
+    def aborted_transactions(self, start: int, upper: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of aborted transactions overlapping [start, upper):
+        what a read_committed fetch of that range answers beside the records."""
+        out = []
+        for segment in self._log.segments[self._log.segment_for(start) :]:
+            out.extend(
+                (t.producer_id, t.first_offset) for t in segment.txn_index.collect(start, upper)
+            )
+        return out
+
     def max_timestamp(self) -> OffsetAndEpoch | None:
         """The record with the largest timestamp (ListOffsets MAX_TIMESTAMP), first if tied."""
         best: LogSegment | None = None

@@ -406,11 +406,13 @@ class LogSegment:
             next_offset = header.next_offset
         return next_offset
 
-    def seal(self) -> None:
-        """No more appends: record the final max timestamp and free the in-memory index."""
+    def seal(self, *, flush: bool = True) -> None:
+        """No more appends: record the final max timestamp and free the in-memory index;
+        ``flush=False`` leaves the fsync to the caller (a roll's, done off the loop)."""
         if self.max_timestamp != NO_TIMESTAMP:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-        self.flush()
+        if flush:
+            self.flush()
         self.offset_index.unload()
         self.time_index.unload()
 
