@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -131,3 +132,19 @@ def test_nothing_is_lost_by_a_clean_close_while_a_roll_fsync_waits(
         log.truncate_fully_and_start_at(10)
     log.close()
     assert disk.synced(FIRST) == ([] if where == "delete" else [threading.get_ident()])
+
+
+def test_a_log_closed_while_its_roll_fsync_runs_raises_nothing(tmp_path: Path) -> None:
+    """The worker's fsync meets descriptors closed under it: no error, no failed dir."""
+
+    class ClosingDisk(RecordingDisk):
+        async def off_loop(self, work: Callable[[], None]) -> None:
+            log.close()
+            await super().off_loop(work)
+
+    disk = ClosingDisk()
+    log = Log.open(disk, FakeClock(), str(tmp_path / "t-0"), "t", 0, SMALL_SEGMENTS)
+    log.append_as_leader(batch(2, size=60), leader_epoch=0)
+    log.append_as_leader(batch(2, size=60), leader_epoch=0)
+    asyncio.run(log.flush_rolled())
+    assert log.recovery_point == 4  # the close's own flush

@@ -7,6 +7,7 @@ broker settings that give its server-wide default).
 from __future__ import annotations
 
 import dataclasses
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -95,6 +96,15 @@ class LogConfig:
         if self.compact:
             return min(self.segment_ms, self.max_compaction_lag_ms)
         return self.segment_ms
+
+    def roll_after_ms(self, segment_key: str) -> int:
+        """The age that rolls one segment: ``roll_ms`` less its jitter, fixed per segment
+        by a hash of ``segment_key`` (Kafka draws it at random; a hash spreads rolls as
+        well and replays the same in the simulator)."""
+        jitter = min(self.segment_jitter_ms, self.roll_ms)
+        if jitter <= 0:
+            return self.roll_ms
+        return self.roll_ms - zlib.crc32(segment_key.encode()) % jitter
 
     @property
     def timestamp_bounds(self) -> tuple[int, int]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import bisect
 import logging
-import zlib
 from collections.abc import Callable
 
 from epochlog.protocol.batch import (
@@ -324,14 +323,8 @@ class Log:
         return segment
 
     def _roll_after_ms(self) -> int:
-        """The active segment's age that rolls it: ``roll_ms`` less its jitter, fixed per
-        segment by a hash (Kafka draws it at random; a hash spreads rolls as well and
-        replays the same in the simulator)."""
-        jitter = min(self._config.segment_jitter_ms, self._config.roll_ms)
-        if jitter <= 0:
-            return self._config.roll_ms
         key = f"{self.topic}-{self.partition}-{self.active_segment.base_offset}"
-        return self._config.roll_ms - zlib.crc32(key.encode()) % jitter
+        return self._config.roll_after_ms(key)
 
     def maybe_roll(self, now_ms: int) -> bool:
         """Roll by ``segment.ms`` (or ``max.compaction.lag.ms``) when no append came to do it."""
@@ -549,9 +542,12 @@ class Log:
 
     async def flush_rolled(self) -> None:
         """fsync what rolls sealed, off the event loop; the recovery point follows."""
-        end = await self._rolled.flush_off_loop(self.disk, self._segments)
-        if end is not None and not self._closed:
+        end = await self._rolled.flush_off_loop(self.disk, self._live_segments)
+        if end is not None:
             self._recovery_point = max(self._recovery_point, end)
+
+    def _live_segments(self) -> list[LogSegment]:
+        return [] if self._closed else self._segments
 
     def maybe_flush(self, now_ms: int) -> bool:
         """Flush per ``flush.ms``."""

@@ -8,6 +8,7 @@ once it is durable (a crash before that recovers it from the older recovery poin
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -41,11 +42,13 @@ class RolledSegments:
                 rolled.segment.flush()
         self._pending.clear()
 
-    async def flush_off_loop(self, disk: Disk, live: list[LogSegment]) -> int | None:
+    async def flush_off_loop(
+        self, disk: Disk, live_segments: Callable[[], list[LogSegment]]
+    ) -> int | None:
         """fsync the pending segments in the background; the offset the recovery point
-        may move to, or None if one of them was cut, deleted or closed meanwhile (the
-        log's own flush then covers what is left). OSError: a live segment's fsync
-        failed (its directory is failing)."""
+        may move to, or None if one of them was cut or deleted meanwhile, or the log
+        closed (its own flush covers what is left). OSError: the fsync of a segment still
+        live afterwards failed (its directory is failing)."""
         pending = list(self._pending)
         if not pending:
             return None
@@ -59,6 +62,7 @@ class RolledSegments:
                     failures.append((rolled.segment, exc))
 
         await disk.off_loop(sync)
+        live = live_segments()
         self._pending = [r for r in self._pending if r not in pending]
         unchanged = all(
             any(s is r.segment for s in live) and r.segment.size == r.size for r in pending
