@@ -8,6 +8,7 @@ import functools
 import logging
 import os
 import uuid
+from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry
 
@@ -278,18 +279,20 @@ class Broker:
         if self.controller is not None:
             self.controller.reconfigure(ControllerSettings.from_settings(settings))
 
-    async def _apply_topic(self, topic: TopicMetadata) -> None:
-        """Applied in steps of at most ``APPLY_STEP_S`` of the loop's time, so that a
-        topic of thousands of partitions (each a directory and files to create) leaves
-        requests answered meanwhile."""
+    async def _in_steps(self, steps: Iterator[None]) -> None:
+        """Run ``steps`` holding the loop at most ``APPLY_STEP_S`` at a time, so that a
+        topic of thousands of partitions (each a directory and files to create or
+        delete) leaves requests answered meanwhile."""
         clock = self.seams.clock
         step_end = clock.monotonic() + APPLY_STEP_S
-        for _ in self.replica_manager.apply_topic_steps(
-            topic, self.topic_log_config(topic.configs)
-        ):
+        for _ in steps:
             if clock.monotonic() >= step_end:
                 await clock.sleep(0)
                 step_end = clock.monotonic() + APPLY_STEP_S
+
+    async def _apply_topic(self, topic: TopicMetadata) -> None:
+        config = self.topic_log_config(topic.configs)
+        await self._in_steps(self.replica_manager.apply_topic_steps(topic, config))
         if topic.name == OFFSETS_TOPIC:
             known = self.metadata_cache.topic(OFFSETS_TOPIC)
             self.coordinator.on_leadership_change(len(known.partitions) if known else None)
@@ -297,8 +300,8 @@ class Broker:
             known = self.metadata_cache.topic(TRANSACTION_STATE_TOPIC)
             self.txn_coordinator.on_leadership_change(len(known.partitions) if known else None)
 
-    def _remove_topic(self, name: str) -> None:
-        self.replica_manager.remove_topic(name)
+    async def _remove_topic(self, name: str) -> None:
+        await self._in_steps(self.replica_manager.remove_topic_steps(name))
         if name == OFFSETS_TOPIC:
             self.coordinator.on_leadership_change()
         elif name == TRANSACTION_STATE_TOPIC:

@@ -47,7 +47,7 @@ class ClusterLink:
         clock: Clock,
         metadata_cache: MetadataCache,
         on_topic: Callable[[TopicMetadata], Awaitable[None]],
-        on_topic_removed: Callable[[str], None],
+        on_topic_removed: Callable[[str], Awaitable[None]],
         new_uuid: Callable[[], uuid.UUID],
     ) -> None:
         self.store = store
@@ -205,7 +205,7 @@ class ClusterLink:
         for name in sorted(set(self._topic_watches) - names):
             self._topic_watches.pop(name).cancel()  # type: ignore[attr-defined]
             async with self._applying:
-                self._forget_topic(name)
+                await self._forget_topic(name)
 
     async def _topic_changed(self, event: object) -> None:
         name = event.path.rsplit("/", 1)[1]  # type: ignore[attr-defined]
@@ -218,7 +218,7 @@ class ClusterLink:
             data = None
         async with self._applying:
             if data is None:
-                self._forget_topic(name)
+                await self._forget_topic(name)
             else:
                 await self._apply(TopicNode.decode(name, data))
 
@@ -236,7 +236,7 @@ class ClusterLink:
         self._max_controller_epoch = node.controller_epoch
         known = self.cache.topic(name)
         if known is not None and known.topic_id != node.topic.topic_id:
-            self._forget_topic(name)
+            await self._forget_topic(name)
         self.cache.update_topic(node.topic)
         # Leadership decided for a previous incarnation of this broker is not taken up:
         # the controller moves it (or hands it over again, at a new epoch) first.
@@ -251,10 +251,10 @@ class ClusterLink:
             )
         self._state_changed.set()
 
-    def _forget_topic(self, name: str) -> None:
+    async def _forget_topic(self, name: str) -> None:
         if self.cache.topic(name) is not None:
             self.cache.remove_topic(name)
-            self._on_topic_removed(name)
+            await self._on_topic_removed(name)
             self._state_changed.set()
 
     async def wait_for_state(self, predicate: Callable[[], bool], timeout_s: float) -> bool:

@@ -139,12 +139,20 @@ class ReplicaManager:
         return list(self._partitions.values())
 
     def remove_topic(self, name: str) -> None:
+        for _ in self.remove_topic_steps(name):
+            pass
+
+    def remove_topic_steps(self, name: str) -> Iterator[None]:
+        """``remove_topic`` one partition at a time (see ``apply_topic_steps``)."""
         for key in [k for k in self._partitions if k[0] == name]:
-            partition = self._partitions.pop(key)
+            partition = self._partitions.pop(key, None)
+            if partition is None:
+                continue
             if self._fetchers is not None:
                 self._fetchers.unfollow(key)
             self.log_manager.delete_log(partition.topic, partition.index)
-        self._changed.fire()
+            self._changed.fire()
+            yield
 
     def apply_topic(self, topic: TopicMetadata, log_config: LogConfig) -> None:
         """Bring hosted partitions in line with what the controller decided. States may
