@@ -171,6 +171,8 @@ class ReplicaManager:
             if self.broker_id not in state.replicas:
                 if partition is not None:
                     self._retire(partition, state)
+                    self._changed.fire()
+                    yield
                 continue
             if partition is not None and partition.topic_id != topic.topic_id:
                 # Same name, new identity: the topic was deleted and re-created.
@@ -200,6 +202,7 @@ class ReplicaManager:
             self.apply_partition_state(partition, state)
             self._changed.fire()
             yield
+        self._changed.fire()
 
     def _retire(self, partition: Partition, state: PartitionState) -> None:
         """Moved away (a reassignment completed or was cancelled): stop serving and
