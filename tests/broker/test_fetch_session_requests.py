@@ -170,6 +170,36 @@ def test_a_long_poll_reads_a_quiet_partition_again_only_once_it_changed(
     run(scenario)
 
 
+def test_a_long_poll_answers_once_a_quiet_partition_starts_resigning(tmp_path: Path) -> None:
+    """A leader resigning over a damaged log is not a quiet partition any more: the
+    next wake-up reads it again and answers NOT_LEADER_OR_FOLLOWER."""
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path, num_partitions=str(PARTITIONS)) as broker:
+            conn = await setup(broker)
+            writer = await connect(broker)
+            await create_topic_via_metadata(writer, "other")
+            full = await conn.send(fetch(dict.fromkeys(range(PARTITIONS), 0)), 12)
+            waiting = asyncio.ensure_future(
+                conn.send(fetch({}, session_id=full.session_id, epoch=1, max_wait_ms=20_000), 12)
+            )
+            await asyncio.sleep(0.2)
+            # What the replica manager sets when a leader with other in-sync replicas
+            # finds its log damaged below the high watermark.
+            broker.replica_manager.partition("t", 2).resigning = True
+            await produce(writer, "other", batch([b"x"]), partition=0)  # wakes every poll
+            response = await asyncio.wait_for(waiting, 5)
+            (resigned,) = answered(response).values()
+            assert (resigned.partition_index, resigned.error_code) == (
+                2,
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+            )
+            await conn.close()
+            await writer.close()
+
+    run(scenario)
+
+
 def test_forgotten_partitions_leave_the_session(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with running_broker(tmp_path, num_partitions=str(PARTITIONS)) as broker:

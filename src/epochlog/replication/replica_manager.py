@@ -518,6 +518,7 @@ class ReplicaManager:
             return
         partition.resigning = True
         self._resign(partition)
+        self._changed.fire()  # waiting fetches answer NOT_LEADER_OR_FOLLOWER now
 
     def _resign(self, partition: Partition) -> None:
         """Propose the ISR without this broker (retried by ``check_isr`` until the

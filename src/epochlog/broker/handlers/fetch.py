@@ -198,9 +198,10 @@ Read = tuple[CachedPartition, PartitionData, int]
 
 
 # What a partition's quiet answer (no records, no error) depends on: the replica and its
-# state, log start, high watermark, and what the fetch reads up to: a follower the log
-# end, a read_committed consumer the last stable offset.
-Stamp = tuple[object, object, int, int, int]
+# state (and whether it is resigning: its answer is then NOT_LEADER_OR_FOLLOWER), log
+# start, high watermark, and what the fetch reads up to: a follower the log end, a
+# read_committed consumer the last stable offset.
+Stamp = tuple[object, object, bool, int, int, int]
 
 
 def _stamp(broker: HandlerContext, name: str, index: int, request: Any) -> Stamp | None:
@@ -215,7 +216,14 @@ def _stamp(broker: HandlerContext, name: str, index: int, request: Any) -> Stamp
         bound = partition.last_stable_offset()
     else:
         bound = -1
-    return (partition, partition.state, log.log_start_offset, partition.high_watermark, bound)
+    return (
+        partition,
+        partition.state,
+        partition.resigning,
+        log.log_start_offset,
+        partition.high_watermark,
+        bound,
+    )
 
 
 # No earlier read of a partition (the first pass of a poll).
