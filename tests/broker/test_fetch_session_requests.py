@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from inprocess_broker import (
 from kafka.protocol.consumer import FetchRequest
 
 from epochlog.broker.handlers import fetch as fetch_handler
+from epochlog.client.connection import BrokerConnection
 from epochlog.protocol.errors import ErrorCode
 
 PARTITIONS = 4
@@ -130,6 +132,23 @@ def test_long_poll_of_a_session_wakes_on_data_for_an_unlisted_partition(tmp_path
     run(scenario)
 
 
+async def long_poll_on_quiet_partitions(
+    broker: Any, before_waiting: Callable[[], None] = lambda: None
+) -> tuple[BrokerConnection, BrokerConnection, asyncio.Future[Any]]:
+    """A session over topic t's partitions, all read to their (empty) end, and a fetch
+    of it waiting up to 20 s; a second connection (``writer``) with a topic ``other``."""
+    conn = await setup(broker)
+    writer = await connect(broker)
+    await create_topic_via_metadata(writer, "other")
+    full = await conn.send(fetch(dict.fromkeys(range(PARTITIONS), 0)), 12)
+    before_waiting()
+    waiting = asyncio.ensure_future(
+        conn.send(fetch({}, session_id=full.session_id, epoch=1, max_wait_ms=20_000), 12)
+    )
+    await asyncio.sleep(0.2)
+    return conn, writer, waiting
+
+
 def test_a_long_poll_reads_a_quiet_partition_again_only_once_it_changed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -146,15 +165,7 @@ def test_a_long_poll_reads_a_quiet_partition_again_only_once_it_changed(
 
     async def scenario() -> None:
         async with running_broker(tmp_path, num_partitions=str(PARTITIONS)) as broker:
-            conn = await setup(broker)
-            writer = await connect(broker)
-            await create_topic_via_metadata(writer, "other")
-            full = await conn.send(fetch(dict.fromkeys(range(PARTITIONS), 0)), 12)
-            reads.clear()
-            waiting = asyncio.ensure_future(
-                conn.send(fetch({}, session_id=full.session_id, epoch=1, max_wait_ms=20_000), 12)
-            )
-            await asyncio.sleep(0.2)
+            conn, writer, waiting = await long_poll_on_quiet_partitions(broker, reads.clear)
             for n in range(10):
                 await produce(writer, "other", batch([b"x%d" % n]), partition=0)
             assert not waiting.done()
@@ -176,14 +187,7 @@ def test_a_long_poll_answers_once_a_quiet_partition_starts_resigning(tmp_path: P
 
     async def scenario() -> None:
         async with running_broker(tmp_path, num_partitions=str(PARTITIONS)) as broker:
-            conn = await setup(broker)
-            writer = await connect(broker)
-            await create_topic_via_metadata(writer, "other")
-            full = await conn.send(fetch(dict.fromkeys(range(PARTITIONS), 0)), 12)
-            waiting = asyncio.ensure_future(
-                conn.send(fetch({}, session_id=full.session_id, epoch=1, max_wait_ms=20_000), 12)
-            )
-            await asyncio.sleep(0.2)
+            conn, writer, waiting = await long_poll_on_quiet_partitions(broker)
             # What the replica manager sets when a leader with other in-sync replicas
             # finds its log damaged below the high watermark.
             broker.replica_manager.partition("t", 2).resigning = True
