@@ -8,7 +8,6 @@ import functools
 import logging
 import os
 import uuid
-from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry
 
@@ -34,6 +33,7 @@ from epochlog.quotas.store import QuotaStore
 from epochlog.replication.replica_manager import ReplicaManager
 from epochlog.replication.settings import ReplicationSettings
 from epochlog.seams import Seams, Server, Tls, TlsClientNetwork
+from epochlog.seams.tasks import in_steps
 from epochlog.security.acl_store import AclStore
 from epochlog.security.authorizer import Authorizer
 from epochlog.security.principal import ANONYMOUS
@@ -50,9 +50,6 @@ from epochlog.txn.partitioning import TRANSACTION_STATE_TOPIC
 from epochlog.txn.settings import TransactionSettings
 
 log = logging.getLogger("epochlog.broker")
-
-# The longest the loop is held applying one topic state before others get a turn.
-APPLY_STEP_S = 0.02
 
 
 def metastore_uri(config: BrokerConfig) -> str:
@@ -279,20 +276,9 @@ class Broker:
         if self.controller is not None:
             self.controller.reconfigure(ControllerSettings.from_settings(settings))
 
-    async def _in_steps(self, steps: Iterator[None]) -> None:
-        """Run ``steps`` holding the loop at most ``APPLY_STEP_S`` at a time, so that a
-        topic of thousands of partitions (each a directory and files to create or
-        delete) leaves requests answered meanwhile."""
-        clock = self.seams.clock
-        step_end = clock.monotonic() + APPLY_STEP_S
-        for _ in steps:
-            if clock.monotonic() >= step_end:
-                await clock.sleep(0)
-                step_end = clock.monotonic() + APPLY_STEP_S
-
     async def _apply_topic(self, topic: TopicMetadata) -> None:
         config = self.topic_log_config(topic.configs)
-        await self._in_steps(self.replica_manager.apply_topic_steps(topic, config))
+        await in_steps(self.seams.clock, self.replica_manager.apply_topic_steps(topic, config))
         if topic.name == OFFSETS_TOPIC:
             known = self.metadata_cache.topic(OFFSETS_TOPIC)
             self.coordinator.on_leadership_change(len(known.partitions) if known else None)
@@ -301,7 +287,7 @@ class Broker:
             self.txn_coordinator.on_leadership_change(len(known.partitions) if known else None)
 
     async def _remove_topic(self, name: str) -> None:
-        await self._in_steps(self.replica_manager.remove_topic_steps(name))
+        await in_steps(self.seams.clock, self.replica_manager.remove_topic_steps(name))
         if name == OFFSETS_TOPIC:
             self.coordinator.on_leadership_change()
         elif name == TRANSACTION_STATE_TOPIC:

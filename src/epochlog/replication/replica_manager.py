@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -21,7 +21,7 @@ from epochlog.replication.log_dir_mover import LogDirMover
 from epochlog.replication.partition import Partition, StateChange
 from epochlog.replication.replica_selector import preferred_read_replica
 from epochlog.replication.settings import ReplicationSettings
-from epochlog.seams.tasks import BackgroundTasks
+from epochlog.seams.tasks import BackgroundTasks, drain
 from epochlog.seams.waiting import Signal
 from epochlog.storage.damage import DamageCut
 from epochlog.storage.partition_metadata import topic_id_to_str
@@ -139,10 +139,9 @@ class ReplicaManager:
         return list(self._partitions.values())
 
     def remove_topic(self, name: str) -> None:
-        for _ in self.remove_topic_steps(name):
-            pass
+        drain(self.remove_topic_steps(name))
 
-    def remove_topic_steps(self, name: str) -> Iterator[None]:
+    def remove_topic_steps(self, name: str) -> Generator[None, None, None]:
         """``remove_topic`` one partition at a time (see ``apply_topic_steps``)."""
         for key in [k for k in self._partitions if k[0] == name]:
             partition = self._partitions.pop(key, None)
@@ -157,10 +156,11 @@ class ReplicaManager:
     def apply_topic(self, topic: TopicMetadata, log_config: LogConfig) -> None:
         """Bring hosted partitions in line with what the controller decided. States may
         come late, twice or out of order: older or repeated ones are ignored."""
-        for _ in self.apply_topic_steps(topic, log_config):
-            pass
+        drain(self.apply_topic_steps(topic, log_config))
 
-    def apply_topic_steps(self, topic: TopicMetadata, log_config: LogConfig) -> Iterator[None]:
+    def apply_topic_steps(
+        self, topic: TopicMetadata, log_config: LogConfig
+    ) -> Generator[None, None, None]:
         """``apply_topic`` one partition at a time, for a caller that lets other work
         run in between: creating a log costs a mkdir, a few files and fsyncs, and a topic
         of thousands of partitions would hold the event loop for seconds."""

@@ -1,14 +1,47 @@
 """Background tasks a component starts and must stop, in the order they were started: a
 set of tasks would be walked in the order of their addresses, which differs from run to
-run, and a simulation's replay must not."""
+run, and a simulation's replay must not. And long work run in steps (``in_steps``)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Iterator
-from typing import Any
+from collections.abc import Awaitable, Generator, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from epochlog.seams import Clock
+
+T = TypeVar("T")
+
+# The longest long work (a topic of thousands of partitions, a log cleaning pass) holds
+# the event loop before other work gets a turn.
+STEP_S = 0.02
+
+
+async def in_steps(clock: Clock, steps: Generator[None, None, T]) -> T:
+    """Run ``steps`` (a generator yielding wherever it may pause) on the loop, letting
+    other work run whenever it has held the loop ``STEP_S``; its return value. On the
+    simulator's clock no time passes while it runs, so it runs in one go there."""
+    step_end = clock.monotonic() + STEP_S
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        if clock.monotonic() >= step_end:
+            await clock.sleep(0)
+            step_end = clock.monotonic() + STEP_S
+
+
+def drain(steps: Generator[None, None, T]) -> T:
+    """Run ``steps`` to its end at once; its return value."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
 
 
 class BackgroundTasks:

@@ -33,12 +33,13 @@ is logged with what it removed. Old segments' file handles close after
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 
 from epochlog.protocol.batch import HEADER_SIZE, BatchHeader, read_header
 from epochlog.protocol.records import Record, build_batch, iter_records
 from epochlog.seams import Clock, Disk
+from epochlog.seams.tasks import drain
 from epochlog.storage.log_view import LogView
 from epochlog.storage.segment import (
     INDEX_SUFFIX,
@@ -142,8 +143,19 @@ def written_ms(segment: LogSegment, header: BatchHeader) -> int:
     return header.max_timestamp if header.max_timestamp >= 0 else segment.created_ms
 
 
+def _intact(log: LogView, planned: list[tuple[LogSegment, int]]) -> bool:
+    """Are the planned (segment, size) pairs all still the log's sealed segments, as
+    large as when planned? A cut or a deletion changes one of them."""
+    sealed = log.segments[:-1]
+    return all(
+        any(s is segment for s in sealed) and segment.size == size for segment, size in planned
+    )
+
+
 class LogCleaner:
-    """Cleans one log at a time, synchronously (no append can interleave a pass)."""
+    """Cleans one log at a time, in steps (``clean_steps``): between them appends go on
+    (to the active segment, never cleaned), and a pass whose planned segments were cut or
+    deleted meanwhile stops before its next swap. A swap itself is never interrupted."""
 
     def __init__(
         self,
@@ -164,8 +176,11 @@ class LogCleaner:
 
     # -- planning ----------------------------------------------------------------------
 
-    def _plan(self, log: LogView, first_dirty: int, upper_bound: int) -> _Plan | None:
+    def _plan(
+        self, log: LogView, first_dirty: int, upper_bound: int
+    ) -> Generator[None, None, _Plan | None]:
         segments = cleanable_segments(log, upper_bound)
+        sizes = [s.size for s in segments]
         dirty = [i for i, s in enumerate(segments) if s.next_offset > first_dirty]
         if not dirty:
             return None
@@ -177,10 +192,13 @@ class LogCleaner:
                 for record in records or ():
                     if record.key is not None:
                         latest[bytes(record.key)] = record.offset
+                yield
             last = i
             if len(latest) >= self.max_keys:
                 break
         chosen = segments[: last + 1]
+        if not _intact(log, list(zip(chosen, sizes[: len(chosen)], strict=True))):  # cut meanwhile
+            return None
         plan = _Plan(chosen, latest, dirty_end=log.segments[len(chosen)].base_offset)
         plan.aborted = aborted
         plan.groups = self._group(chosen, log.config.segment_bytes)
@@ -207,11 +225,20 @@ class LogCleaner:
     def clean(
         self, log: LogView, first_dirty: int, upper_bound: int, now_ms: int
     ) -> tuple[CleanerStats, int] | None:
-        """Compact ``log`` below ``upper_bound``; returns the stats and the new first
-        dirty offset, or None when there was nothing dirty to clean."""
-        plan = self._plan(log, first_dirty, upper_bound)
+        """``clean_steps`` at once."""
+        return drain(self.clean_steps(log, first_dirty, upper_bound, now_ms))
+
+    def clean_steps(
+        self, log: LogView, first_dirty: int, upper_bound: int, now_ms: int
+    ) -> Generator[None, None, tuple[CleanerStats, int] | None]:
+        """Compact ``log`` below ``upper_bound``, pausing after each batch read; returns
+        the stats and the new first dirty offset, or None when there was nothing dirty
+        to clean or the log changed under the pass (its planned segments cut or
+        deleted: the keys mapped from them may no longer be the latest)."""
+        plan = yield from self._plan(log, first_dirty, upper_bound)
         if plan is None:
             return None
+        planned = [(s, s.size) for s in plan.segments]
         stats = CleanerStats(
             segments_before=len(plan.segments),
             bytes_before=sum(s.size for s in plan.segments),
@@ -222,12 +249,26 @@ class LogCleaner:
         horizon = now_ms - log.config.delete_retention_ms
         retired: list[LogSegment] = []
         for group in plan.groups:
-            new = self._clean_group(log, group, plan.latest, horizon, stats, plan.aborted)
+            # A truncation cuts from the end, retention from the start: either way one
+            # of the planned segments not yet swapped shows it.
+            remaining = planned[len(retired) :]
+            new = yield from self._clean_group(
+                log, group, plan, horizon, stats, lambda left=remaining: _intact(log, left)
+            )
+            if new is None:
+                logger.info(
+                    "%s-%d: the log changed while it was cleaned; this pass stops",
+                    log.topic,
+                    log.partition,
+                )
+                break
             stats.segments_after += 1
             stats.bytes_after += new.size
             log.replace_segments(group, new)
             retired.extend(group)
         self._retired.append((now_ms + self.file_delete_delay_ms, retired))
+        if len(retired) < len(plan.segments):
+            return None
         logger.info(
             "%s-%d: cleaned offsets %d..%d: %d segments (%d bytes) -> %d segments "
             "(%d bytes), %d keys, %d records removed of which %d tombstones",
@@ -249,11 +290,13 @@ class LogCleaner:
         self,
         log: LogView,
         group: list[LogSegment],
-        latest: dict[bytes, int],
+        plan: _Plan,
         horizon: int,
         stats: CleanerStats,
-        aborted: Aborted,
-    ) -> LogSegment:
+        unchanged: Callable[[], bool],
+    ) -> Generator[None, None, LogSegment | None]:
+        """Write the group's survivors to ``.cleaned`` (pausing after each batch), then,
+        if the log is ``unchanged``, swap it in at once; None (and no swap) if not."""
         base = group[0].base_offset
         stem = f"{log.directory}/{segment_name(base)}"
         cleaned = stem + LOG_SUFFIX + CLEANED_SUFFIX
@@ -262,15 +305,20 @@ class LogCleaner:
         out = self.disk.open(cleaned)
         try:
             for segment in group:
-                for position, header, records in _records(segment, aborted):
+                for position, header, records in _records(segment, plan.aborted):
                     drop_tombstones = written_ms(segment, header) < horizon
                     for piece in self._survivors(
-                        segment, position, header, records, latest, drop_tombstones, stats
+                        segment, position, header, records, plan.latest, drop_tombstones, stats
                     ):
                         out.append(piece)
+                    yield
             out.fsync()
         finally:
             out.close()
+        if not unchanged():
+            self.disk.remove(cleaned)
+            return None
+        # From here to the log's replace_segments, nothing pauses.
         swap = stem + LOG_SUFFIX + SWAP_SUFFIX
         self.disk.rename(cleaned, swap)
         # The group's aborted transactions move to the new segment's index.

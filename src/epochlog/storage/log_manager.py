@@ -16,12 +16,13 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
 from epochlog.protocol.record_validation import RecordValidator
 from epochlog.seams import Clock, Disk
+from epochlog.seams.tasks import drain, in_steps
 from epochlog.settings.broker import BROKER
 from epochlog.settings.registry import Settings, bind, bound
 from epochlog.storage.checkpoints import (
@@ -33,8 +34,8 @@ from epochlog.storage.checkpoints import (
     mark_clean_shutdown,
     was_clean_shutdown,
 )
-from epochlog.storage.cleaner import CLEANER_CHECKPOINT, LogCleaner, dirty_ratio
-from epochlog.storage.compaction_lag import cleanable_up_to, compaction_overdue
+from epochlog.storage.cleaner import CLEANER_CHECKPOINT, LogCleaner
+from epochlog.storage.cleaning_pass import cleaning_pass, first_dirty_offset
 from epochlog.storage.config import LogConfig
 from epochlog.storage.log import Log
 from epochlog.storage.log_dir_moves import (
@@ -470,47 +471,36 @@ class LogManager:
             log.producer_state.remove_expired(now_ms, self.settings.producer_id_expiration_ms)
 
     def first_dirty_offset(self, log: Log) -> int:
-        """Where the uncleaned part of ``log`` starts (its log start if unknown, or if a
-        truncation left the checkpointed offset past the log end)."""
-        offset = self._first_dirty.get((log.topic, log.partition), log.log_start_offset)
-        if offset > log.log_end_offset:
-            offset = log.log_start_offset
-        return max(offset, log.log_start_offset)
+        return first_dirty_offset(self._first_dirty, log)
 
     def clean_logs(self, now_ms: int) -> int:
-        """One cleaning pass over every compacted log dirty enough; returns how many
-        were cleaned. Bounded by each partition's high watermark."""
+        """``_cleaning_pass`` at once."""
+        return drain(self._cleaning_pass(now_ms))
+
+    def _cleaning_pass(self, now_ms: int) -> Generator[None, None, int]:
+        """Bounded by each partition's high watermark (``storage/cleaning_pass.py``)."""
         self.cleaner.close_retired(now_ms)
         if self.high_watermark is None:
             if not self._warned_no_hw:
                 logger.info("log cleaner idle: no high-watermark source to bound it")
                 self._warned_no_hw = True
             return 0
-        cleaned = 0
-        for log in self.all_logs():
-            # Kafka pauses cleaning a partition while it moves between log dirs.
-            if not log.config.compact or (log.topic, log.partition) in self._futures:
-                continue
-            bound = self.high_watermark(log.topic, log.partition)
-            if bound is None:
-                continue
-            hole = log.holes.first()
-            if hole is not None:  # nothing from a hole's segment on until it is filled
-                bound = min(bound, hole.first_offset)
-            bound = cleanable_up_to(log, bound, now_ms)
-            first_dirty = self.first_dirty_offset(log)
-            ratio = dirty_ratio(log, first_dirty, bound)
-            if ratio < log.config.min_cleanable_dirty_ratio and not compaction_overdue(
-                log, first_dirty, bound, now_ms
-            ):
-                continue
-            result = self.cleaner.clean(log, first_dirty, bound, now_ms)
-            if result is not None:
-                self._first_dirty[(log.topic, log.partition)] = result[1]
-                cleaned += 1
+        cleaned = yield from cleaning_pass(
+            self.cleaner,
+            self.all_logs(),
+            self._first_dirty,
+            self.high_watermark,
+            self._serves_unmoved,
+            now_ms,
+        )
         if cleaned:
             self.checkpoint_cleaner_offsets()
         return cleaned
+
+    def _serves_unmoved(self, log: Log) -> bool:
+        """Kafka pauses cleaning a partition while it moves between log dirs."""
+        tp = (log.topic, log.partition)
+        return self._logs.get(tp) is log and tp not in self._futures
 
     def checkpoint_cleaner_offsets(self) -> None:
         self._write_checkpoints(CLEANER_CHECKPOINT, self.first_dirty_offset)
@@ -561,11 +551,10 @@ class LogManager:
             (lambda: s.producer_id_expiration_check_interval_ms, self.expire_producers),
             (lambda: _REPLACED_CHECK_INTERVAL_MS, self.delete_replaced_logs),
         ]
-        if s.cleaner_enable:
-            # log.cleaner.backoff.ms is dynamic: read at each run.
-            tasks.append((lambda: self.settings.cleaner_backoff_ms, self.clean_logs))
         loop = asyncio.get_running_loop()
         helpers = [loop.create_task(self.roll_flusher.run(stop_event))]
+        if s.cleaner_enable:
+            helpers.append(loop.create_task(self._run_cleaner(stop_event)))
         if s.scrub_interval_ms > 0:
             helpers.append(loop.create_task(self.scrubber.run(stop_event)))
         try:
@@ -573,6 +562,16 @@ class LogManager:
         finally:
             for helper in helpers:
                 helper.cancel()
+
+    async def _run_cleaner(self, stop_event: asyncio.Event) -> None:
+        """A cleaning pass every ``log.cleaner.backoff.ms`` (dynamic: read at each
+        run), in steps that leave the loop to requests (seams/tasks.py)."""
+        while not stop_event.is_set():
+            await self.clock.sleep(self.settings.cleaner_backoff_ms / 1000)
+            try:
+                await in_steps(self.clock, self._cleaning_pass(self.clock.time_ms()))
+            except Exception:
+                logger.exception("log cleaner pass failed")
 
     async def _run_tasks(
         self,
