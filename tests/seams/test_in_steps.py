@@ -4,10 +4,10 @@ the loop ``STEP_S``; on a clock where no time passes it runs in one go."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 
 from epochlog.seams.real import RealClock
-from epochlog.seams.tasks import STEP_S, in_steps
+from epochlog.seams.tasks import STEP_S, Step, drain, in_steps
 
 
 class SlowClock(RealClock):
@@ -53,3 +53,21 @@ def test_long_work_runs_in_one_go_while_no_time_passes() -> None:
     result, log = asyncio.run(run_beside_other_work(SlowClock(0.0)))
     assert result == "done"
     assert log[:3] == ["step 0", "step 1", "step 2"]
+
+
+def test_disk_work_a_step_hands_out_runs_through_off_loop() -> None:
+    ran: list[str] = []
+
+    def steps() -> Generator[Step, None, None]:
+        yield lambda: ran.append("fsync")
+        ran.append("after")
+
+    async def off_loop(work: Callable[[], None]) -> None:
+        ran.append("off the loop")
+        work()
+
+    asyncio.run(in_steps(SlowClock(0.0), steps(), off_loop))
+    assert ran == ["off the loop", "fsync", "after"]
+    ran.clear()
+    drain(steps())
+    assert ran == ["fsync", "after"]

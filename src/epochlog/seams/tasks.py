@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Generator, Iterator
+from collections.abc import Awaitable, Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
@@ -19,29 +19,47 @@ T = TypeVar("T")
 # the event loop before other work gets a turn.
 STEP_S = 0.02
 
+# What long work yields: None where it may pause, or blocking disk work (an fsync of
+# megabytes) to be run where it does not hold the loop before it goes on.
+Step = Callable[[], None] | None
 
-async def in_steps(clock: Clock, steps: Generator[None, None, T]) -> T:
-    """Run ``steps`` (a generator yielding wherever it may pause) on the loop, letting
-    other work run whenever it has held the loop ``STEP_S``; its return value. On the
-    simulator's clock no time passes while it runs, so it runs in one go there."""
+
+async def in_steps(
+    clock: Clock,
+    steps: Generator[Step, None, T],
+    off_loop: Callable[[Callable[[], None]], Awaitable[None]] | None = None,
+) -> T:
+    """Run ``steps`` on the loop, letting other work run whenever it has held the loop
+    ``STEP_S``, and the disk work it yields through ``off_loop`` (``Disk.off_loop``);
+    its return value. On the simulator's clock no time passes while it runs, so it
+    runs in one go there."""
     step_end = clock.monotonic() + STEP_S
     while True:
         try:
-            next(steps)
+            work = next(steps)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
-        if clock.monotonic() >= step_end:
+        if work is not None:
+            await (off_loop(work) if off_loop is not None else _now(work))
+            step_end = clock.monotonic() + STEP_S
+        elif clock.monotonic() >= step_end:
             await clock.sleep(0)
             step_end = clock.monotonic() + STEP_S
 
 
-def drain(steps: Generator[None, None, T]) -> T:
-    """Run ``steps`` to its end at once; its return value."""
+async def _now(work: Callable[[], None]) -> None:
+    work()
+
+
+def drain(steps: Generator[Step, None, T]) -> T:
+    """Run ``steps`` to its end at once, its disk work too; its return value."""
     while True:
         try:
-            next(steps)
+            work = next(steps)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
+        if work is not None:
+            work()
 
 
 class BackgroundTasks:

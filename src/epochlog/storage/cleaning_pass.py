@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Mapping
 from typing import TYPE_CHECKING, TypeVar
 
+from epochlog.seams.tasks import Step
 from epochlog.storage.cleaner import LogCleaner, dirty_ratio
 from epochlog.storage.compaction_lag import cleanable_up_to, compaction_overdue
 
@@ -35,7 +36,7 @@ def cleaning_pass(
     high_watermark: Callable[[str, int], int | None],
     served: Callable[[Log], bool],
     now_ms: int,
-) -> Generator[None, None, int]:
+) -> Generator[Step, None, int]:
     """Clean every log of ``logs`` dirty enough, pausing after each batch read; how many
     were cleaned (their new first dirty offsets go into ``first_dirty``). ``served``:
     whether a log is still the one its partition is served from, and not moving."""
@@ -65,15 +66,15 @@ def cleaning_pass(
 
 
 def _while_served(
-    log: Log, served: Callable[[Log], bool], steps: Generator[None, None, T]
-) -> Generator[None, None, T | None]:
+    log: Log, served: Callable[[Log], bool], steps: Generator[Step, None, T]
+) -> Generator[Step, None, T | None]:
     """``steps`` as long as ``log`` stays served; None once it is not."""
     while True:
         try:
-            next(steps)
+            work = next(steps)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
-        yield
+        yield work
         if not served(log):
             steps.close()
             return None

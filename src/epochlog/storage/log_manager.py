@@ -22,7 +22,7 @@ from typing import Any
 
 from epochlog.protocol.record_validation import RecordValidator
 from epochlog.seams import Clock, Disk
-from epochlog.seams.tasks import drain, in_steps
+from epochlog.seams.tasks import Step, drain, in_steps
 from epochlog.settings.broker import BROKER
 from epochlog.settings.registry import Settings, bind, bound
 from epochlog.storage.checkpoints import (
@@ -477,7 +477,7 @@ class LogManager:
         """``_cleaning_pass`` at once."""
         return drain(self._cleaning_pass(now_ms))
 
-    def _cleaning_pass(self, now_ms: int) -> Generator[None, None, int]:
+    def _cleaning_pass(self, now_ms: int) -> Generator[Step, None, int]:
         """Bounded by each partition's high watermark (``storage/cleaning_pass.py``)."""
         self.cleaner.close_retired(now_ms)
         if self.high_watermark is None:
@@ -569,7 +569,8 @@ class LogManager:
         while not stop_event.is_set():
             await self.clock.sleep(self.settings.cleaner_backoff_ms / 1000)
             try:
-                await in_steps(self.clock, self._cleaning_pass(self.clock.time_ms()))
+                pass_ = self._cleaning_pass(self.clock.time_ms())
+                await in_steps(self.clock, pass_, self.disk.off_loop)
             except Exception:
                 logger.exception("log cleaner pass failed")
 
