@@ -140,6 +140,7 @@ def test_a_move_given_up_deletes_only_the_copy(
     log.append_as_leader(batch(2), 1)
     m.create_future_log("t", 0, str(tmp_path / "d2"))
     m.delete_future_log("t", 0)
+    m.deferred_deletes.run_now()
     assert m.future_log("t", 0) is None and not list((tmp_path / "d2").glob("t-0*"))
     assert m.get_log("t", 0).log_end_offset == 2
 

@@ -36,7 +36,7 @@ from epochlog.storage.quarantine import Quarantine, keep_tail
 from epochlog.storage.results import AppendResult, OffsetAndEpoch, ReadResult, TruncatedRange
 from epochlog.storage.retention import deletable_count
 from epochlog.storage.rolled_segments import RolledSegments
-from epochlog.storage.segment import DamagedBatch, LogSegment
+from epochlog.storage.segment import DamagedBatch, DeleteLater, LogSegment
 
 MAX_RELATIVE_OFFSET = 0x7FFFFFFF
 NO_TIMESTAMP = -1
@@ -95,6 +95,7 @@ class Log:
         # Sealed by a roll, not fsynced yet; whoever runs ``flush_rolled`` is told.
         self._rolled = RolledSegments()
         self.on_roll: Callable[[Log], None] | None = None
+        self.delete_later: DeleteLater | None = None  # removals run off the loop
         self._metadata_file = PartitionMetadataFile(disk, directory)
         self._topic_id = self._metadata_file.read()
         self._closed = False
@@ -502,13 +503,9 @@ class Log:
         del self._bases[:count]
         self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
         for segment in gone:
-            logger.info(
-                "%s-%d: retention deleted segment %s",
-                self.topic,
-                self.partition,
-                segment.log_path,
-            )
-            segment.delete()
+            logger.info("%s-%d: retention deleted segment %s",
+                        self.topic, self.partition, segment.log_path)  # fmt: skip
+            segment.delete(self.delete_later)
         self._epoch_cache.truncate_from_start(self._log_start_offset)
         self.producer_state.evict_before(self._log_start_offset)
 
@@ -580,7 +577,10 @@ class Log:
         token = f"{self._topic_id or 'none'}.{self.clock.time_ms()}".replace("-", "")
         doomed = f"{self.directory}.{token}-delete"
         self.disk.rename(self.directory, doomed)
-        self.disk.rmtree(doomed)
+        if self.delete_later is None:
+            self.disk.rmtree(doomed)
+        else:
+            self.delete_later(lambda: self.disk.rmtree(doomed))
 
     # -- topic id ----------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from epochlog.storage.index import IndexCorrupt
 from epochlog.storage.log_holes import LogHoles, open_hole
 from epochlog.storage.quarantine import Quarantine
 from epochlog.storage.segment import (
+    DELETED_SUFFIX,
     INDEX_SUFFIX,
     TIME_INDEX_SUFFIX,
     BadTail,
@@ -151,7 +152,7 @@ class LogLoader:
         bases = sorted(b for b in (parse_segment_name(n) for n in names) if b is not None)
         logs = {segment_name(b) for b in bases}
         for name in names:
-            if name.endswith(".tmp") or (
+            if name.endswith((".tmp", DELETED_SUFFIX)) or (
                 name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX))
                 and name.rsplit(".", 1)[0] not in logs
             ):

@@ -37,6 +37,7 @@ from epochlog.storage.checkpoints import (
 from epochlog.storage.cleaner import CLEANER_CHECKPOINT, LogCleaner
 from epochlog.storage.cleaning_pass import cleaning_pass, first_dirty_offset
 from epochlog.storage.config import LogConfig
+from epochlog.storage.deferred_deletes import DeferredDeletes
 from epochlog.storage.log import Log
 from epochlog.storage.log_dir_moves import (
     DELETE_SUFFIX,
@@ -135,6 +136,7 @@ class LogManager:
             self.settings.scrub_interval_ms,
             self.settings.scrub_bytes_per_second,
         )
+        self.deferred_deletes = DeferredDeletes(disk, clock)
         self.roll_flusher = RollFlusher(
             clock, lambda log, exc: self.fail_dir_of(log.topic, log.partition, exc)
         )
@@ -144,6 +146,7 @@ class LogManager:
             self.disk, self.clock, path, topic, partition, config, validator=self.validator, **state
         )
         log.on_roll = self.roll_flusher.rolled
+        log.delete_later = self.deferred_deletes.later
         return log
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -271,6 +274,7 @@ class LogManager:
         for log in (*self._logs.values(), *self._futures.values()):
             log.close()
         self.delete_replaced_logs(self.clock.time_ms(), force=True)
+        self.deferred_deletes.run_now()
         self.cleaner.close_retired(self.clock.time_ms(), force=True)
         self.checkpoint_cleaner_offsets()
         self.checkpoint_recovery_points()
@@ -552,7 +556,8 @@ class LogManager:
             (lambda: _REPLACED_CHECK_INTERVAL_MS, self.delete_replaced_logs),
         ]
         loop = asyncio.get_running_loop()
-        helpers = [loop.create_task(self.roll_flusher.run(stop_event))]
+        background = (self.roll_flusher, self.deferred_deletes)
+        helpers = [loop.create_task(helper.run(stop_event)) for helper in background]
         if s.cleaner_enable:
             helpers.append(loop.create_task(self._run_cleaner(stop_event)))
         if s.scrub_interval_ms > 0:
