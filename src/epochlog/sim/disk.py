@@ -174,6 +174,8 @@ class SimDisk:
         src, dst = _norm(src), _norm(dst)
         if src in self._files:
             self._need_dir(posixpath.dirname(dst), dst)
+            if is_segment(src) and not is_segment(dst):  # set aside to be removed
+                self.journal_removal(src, bytes(self._files[src].data))
             self._files[dst] = self._files.pop(src)
             return
         if src not in self._dirs:

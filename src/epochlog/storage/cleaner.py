@@ -42,6 +42,7 @@ from epochlog.seams import Clock, Disk
 from epochlog.seams.tasks import Step, drain
 from epochlog.storage.log_view import LogView
 from epochlog.storage.segment import (
+    DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
@@ -324,15 +325,18 @@ class LogCleaner:
         # The group's aborted transactions move to the new segment's index.
         aborted_txns = [t for segment in group for t in segment.txn_index.entries]
         for segment in group:
-            paths = (
-                segment.offset_index.path,
-                segment.time_index.path,
-                segment.txn_index.path,
-                segment.log_path,
-            )
-            for path in paths:
+            indexes = (segment.offset_index, segment.time_index, segment.txn_index)
+            for path in (index.path for index in indexes):
                 if self.disk.exists(path):
                     self.disk.remove(path)
+            # The data file (large) aside now, removed off the loop (deferred_deletes.py);
+            # reads already handed its descriptor go on until it is closed.
+            if log.delete_later is not None and self.disk.exists(segment.log_path):
+                doomed = segment.log_path + DELETED_SUFFIX
+                self.disk.rename(segment.log_path, doomed)
+                log.delete_later(lambda doomed=doomed: self.disk.remove(doomed))
+            elif self.disk.exists(segment.log_path):
+                self.disk.remove(segment.log_path)
         self.disk.rename(swap, stem + LOG_SUFFIX)
         new = LogSegment(
             self.disk, log.directory, base, log.config.index_interval_bytes, group[0].created_ms

@@ -449,7 +449,7 @@ class LogManager:
             if force or now_ms >= due:
                 for segment in log.segments:
                     segment.close()
-                self.disk.rmtree(path)
+                self.deferred_deletes.later(lambda path=path: self.disk.rmtree(path))
             else:
                 keep.append((due, log, path))
         self._replaced = keep

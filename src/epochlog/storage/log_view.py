@@ -11,7 +11,7 @@ from epochlog.storage.damage import DamageCut
 from epochlog.storage.epoch_cache import LeaderEpochCache
 from epochlog.storage.log_holes import LogHoles
 from epochlog.storage.producer_state import ProducerStateManager
-from epochlog.storage.segment import DamagedBatch, LogSegment
+from epochlog.storage.segment import DamagedBatch, DeleteLater, LogSegment
 
 
 class LogView(Protocol):
@@ -21,6 +21,7 @@ class LogView(Protocol):
     producer_state: ProducerStateManager
     damage_cuts: list[DamageCut]
     holes: LogHoles
+    delete_later: DeleteLater | None
 
     @property
     def config(self) -> LogConfig: ...
