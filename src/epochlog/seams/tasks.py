@@ -33,33 +33,33 @@ async def in_steps(
     ``STEP_S``, and the disk work it yields through ``off_loop`` (``Disk.off_loop``);
     its return value. On the simulator's clock no time passes while it runs, so it
     runs in one go there."""
+    result: list[T] = []
     step_end = clock.monotonic() + STEP_S
-    while True:
-        try:
-            work = next(steps)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+    for work in _keeping(steps, result):
         if work is not None:
-            await (off_loop(work) if off_loop is not None else _now(work))
+            if off_loop is None:
+                work()
+            else:
+                await off_loop(work)
             step_end = clock.monotonic() + STEP_S
         elif clock.monotonic() >= step_end:
             await clock.sleep(0)
             step_end = clock.monotonic() + STEP_S
-
-
-async def _now(work: Callable[[], None]) -> None:
-    work()
+    return result[0]
 
 
 def drain(steps: Generator[Step, None, T]) -> T:
     """Run ``steps`` to its end at once, its disk work too; its return value."""
-    while True:
-        try:
-            work = next(steps)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+    result: list[T] = []
+    for work in _keeping(steps, result):
         if work is not None:
             work()
+    return result[0]
+
+
+def _keeping(steps: Generator[Step, None, T], result: list[T]) -> Generator[Step, None, None]:
+    """``steps``' yields; its return value appended to ``result``."""
+    result.append((yield from steps))
 
 
 class BackgroundTasks:
