@@ -2,6 +2,9 @@ import json
 import logging
 import os
 
+import pytest
+
+from epochlog.protocol.batch import read_header
 from epochlog.storage.config import LogConfig
 
 from .conftest import batch
@@ -68,6 +71,37 @@ def test_recovery_holes_a_crc_mismatch_and_a_leader_cut_there_drops_later_batche
     assert "CRC32C" in caplog.text
     assert log.epoch_cache.entries()[-1][1] <= base
     assert log.append_as_leader(batch(1), 5).base_offset == base
+
+
+@pytest.mark.parametrize("field", ["leader epoch", "base offset"])
+def test_recovery_holes_a_batch_whose_header_rotted_outside_its_crc(
+    open_log, tmp_path, caplog, field
+):
+    """A batch's base offset and leader epoch lie outside its CRC: rot there passes the
+    CRC check, and is caught by the neighbours (the next batch goes on from the ones
+    before it). Found by the simulator: a rotted epoch (16711681) in the rebuilt
+    leader-epoch cache of a replica kept in the ISR."""
+    log = open_log(CONFIG)
+    fill(log)
+    end, epochs = log.log_end_offset, log.epoch_cache.entries()
+    crash(log)
+    seg = last_segment_path(tmp_path)
+    data = bytearray(seg.read_bytes())
+    second = read_header(bytes(data), 0).size
+    header = read_header(bytes(data), second)
+    if field == "leader epoch":
+        data[second + 13] ^= 0xFF  # partition leader epoch, bytes 12..15
+    else:
+        data[second + 3] ^= 0x10  # base offset, bytes 0..7: 2**36 further on
+    seg.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING, logger="epochlog.storage"):
+        log = open_log(CONFIG, recovery_point=0)
+    hole = log.holes.first()
+    assert hole is not None
+    assert (hole.first_offset, hole.end_offset) == (header.base_offset, header.next_offset)
+    assert log.log_end_offset == end
+    assert log.epoch_cache.entries() == epochs
+    assert "out of line" in caplog.text
 
 
 def test_recovery_rebuilds_indexes_of_recovered_segments(open_log, tmp_path):

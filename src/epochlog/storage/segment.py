@@ -71,6 +71,43 @@ class BadTail:
     reason: str
 
 
+def _out_of_line(
+    file: FileHandle, position: int, size: int, header: BatchHeader, expected: int, epoch: int
+) -> BatchHeader | BadTail:
+    """The batch's header, or BadTail if its base offset or leader epoch, which its CRC
+    does not cover (bit rot there passes it), is out of line with its neighbours: a
+    valid log's epochs never go back, and a batch whose offset or epoch jumps ahead
+    while the next batch goes on from the ones before it is the damaged one.
+    ``expected``: the next offset after the batches before; ``epoch``: the previous
+    batch's leader epoch (-1: none to judge by)."""
+    if header.partition_leader_epoch < epoch:
+        return BadTail(
+            position, f"leader epoch {header.partition_leader_epoch} goes back from {epoch}"
+        )
+    gap = header.base_offset > expected
+    bump = epoch >= 0 and header.partition_leader_epoch > epoch
+    following = position + header.size
+    if not (gap or bump) or following + HEADER_SIZE > size:
+        return header
+    try:
+        after = read_header(file.pread(HEADER_SIZE, following))
+    except KafkaError:
+        return header  # the next batch's own check judges it
+    if gap and expected <= after.base_offset < header.next_offset:
+        return BadTail(
+            position,
+            f"base offset {header.base_offset} out of line (the next batch goes on from "
+            f"{after.base_offset})",
+        )
+    if bump and epoch <= after.partition_leader_epoch < header.partition_leader_epoch:
+        return BadTail(
+            position,
+            f"leader epoch {header.partition_leader_epoch} out of line between {epoch} and "
+            f"{after.partition_leader_epoch}",
+        )
+    return header
+
+
 class LogSegment:
     """Appends batches, keeps the sparse indexes, finds batches by offset or time."""
 
@@ -163,20 +200,24 @@ class LogSegment:
         position = 0
         size = self.file.size()
         self._unchecked_end = 0
+        epoch = -1  # the previous batch's leader epoch (none yet, or a hole between)
         while position < size:
             position = self.past_hole(position)
             if position >= size:
                 break
             bad = self._check_one(position, size)
+            if not isinstance(bad, BadTail):
+                bad = _out_of_line(self.file, position, size, bad, self.next_offset, epoch)
             if isinstance(bad, BadTail):
                 after = resume(bad) if resume is not None else None
                 if after is None:
                     return bad
-                position = after
+                position, epoch = after, -1
                 continue
             self._index_batch(position, bad)
             on_batch(position, bad)
             position += bad.size
+            epoch = bad.partition_leader_epoch
         return None
 
     def reindex(self) -> None:
