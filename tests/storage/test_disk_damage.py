@@ -277,3 +277,25 @@ def test_index_whose_last_entry_points_at_a_negative_position_is_rebuilt(
     assert [s.data for s in _read_all(manager)] == [s.data for s in before]
     assert "rebuilding indexes" in caplog.text
     manager.close()
+
+
+@pytest.mark.parametrize("field_at", [13, 3], ids=["leader-epoch", "base-offset"])
+def test_a_read_catches_rot_in_the_header_fields_the_crc_does_not_cover(
+    tmp_path: Path, clock, field_at: int
+) -> None:
+    """Data a start did not re-validate (a clean shutdown) is checked when a read first
+    reaches it: the CRC cannot see a rotted leader epoch or base offset, the batches
+    around it can; nothing from the rotted batch on is served."""
+    log_dir = tmp_path / "logs"
+    _fill(log_dir, clock, clean=True)
+    manager = _manager(log_dir, clock)
+    segment = sorted((log_dir / "t-0").glob("*.log"))[0]
+    rotted = batch_spans(segment)[2]
+    flip_bytes(segment, rotted.position + field_at, 1)
+    log = manager.get_log("t", 0)
+    assert log is not None
+    log.read(log.log_start_offset, 1 << 20)  # a fetch's read: many batches at once
+    served = _read_all(manager)
+    assert served and served[-1].base_offset < rotted.base_offset
+    assert all(epoch < 1000 for epoch, _ in log.epoch_cache.entries())
+    manager.close()

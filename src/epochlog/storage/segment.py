@@ -71,41 +71,43 @@ class BadTail:
     reason: str
 
 
-def _out_of_line(
-    file: FileHandle, position: int, size: int, header: BatchHeader, expected: int, epoch: int
-) -> BatchHeader | BadTail:
-    """The batch's header, or BadTail if its base offset or leader epoch, which its CRC
-    does not cover (bit rot there passes it), is out of line with its neighbours: a
-    valid log's epochs never go back, and a batch whose offset or epoch jumps ahead
-    while the next batch goes on from the ones before it is the damaged one.
-    ``expected``: the next offset after the batches before; ``epoch``: the previous
-    batch's leader epoch (-1: none to judge by)."""
+def out_of_line(
+    header: BatchHeader,
+    expected: int,
+    epoch: int,
+    following: Callable[[], BatchHeader | None],
+) -> str | None:
+    """Why a batch's base offset or leader epoch, which its CRC does not cover (bit rot
+    there passes it), is out of line with its neighbours, or None: a valid log's epochs
+    never go back, and a batch whose offset or epoch jumps ahead while the next batch
+    goes on from the ones before it is the damaged one. ``expected``: the next offset
+    after the batches before, ``epoch`` the previous batch's leader epoch (-1: none to
+    judge by); ``following``: the next batch's header, if there is one."""
     if header.partition_leader_epoch < epoch:
-        return BadTail(
-            position, f"leader epoch {header.partition_leader_epoch} goes back from {epoch}"
-        )
-    gap = header.base_offset > expected
-    bump = epoch >= 0 and header.partition_leader_epoch > epoch
-    following = position + header.size
-    if not (gap or bump) or following + HEADER_SIZE > size:
-        return header
-    try:
-        after = read_header(file.pread(HEADER_SIZE, following))
-    except KafkaError:
-        return header  # the next batch's own check judges it
+        return f"leader epoch {header.partition_leader_epoch} goes back from {epoch}"
+    gap = 0 <= expected < header.base_offset
+    bump = 0 <= epoch < header.partition_leader_epoch
+    after = following() if gap or bump else None
+    if after is None:
+        return None
     if gap and expected <= after.base_offset < header.next_offset:
-        return BadTail(
-            position,
+        return (
             f"base offset {header.base_offset} out of line (the next batch goes on from "
-            f"{after.base_offset})",
+            f"{after.base_offset})"
         )
     if bump and epoch <= after.partition_leader_epoch < header.partition_leader_epoch:
-        return BadTail(
-            position,
+        return (
             f"leader epoch {header.partition_leader_epoch} out of line between {epoch} and "
-            f"{after.partition_leader_epoch}",
+            f"{after.partition_leader_epoch}"
         )
-    return header
+    return None
+
+
+def _header_in(data: bytes, at: int) -> BatchHeader | None:
+    try:
+        return read_header(data, at) if at + HEADER_SIZE <= len(data) else None
+    except KafkaError:
+        return None  # the next batch's own check judges it
 
 
 class LogSegment:
@@ -207,7 +209,11 @@ class LogSegment:
                 break
             bad = self._check_one(position, size)
             if not isinstance(bad, BadTail):
-                bad = _out_of_line(self.file, position, size, bad, self.next_offset, epoch)
+                header, following = bad, position + bad.size
+                reason = out_of_line(
+                    header, self.next_offset, epoch, lambda at=following: self._header_at(at, size)
+                )
+                bad = header if reason is None else BadTail(position, reason)
             if isinstance(bad, BadTail):
                 after = resume(bad) if resume is not None else None
                 if after is None:
@@ -363,11 +369,24 @@ class LogSegment:
         self._validate_range(position, data[:end])
         return position + end
 
+    def _header_at(self, position: int, size: int) -> BatchHeader | None:
+        if position + HEADER_SIZE > size:
+            return None
+        return _header_in(self.file.pread(HEADER_SIZE, position), 0)
+
     def _validate_range(self, start: int, data: bytes) -> None:
-        at = 0
+        """CRCs, and the fields outside them judged by their neighbours in the range."""
+        at, expected, epoch = 0, -1, -1
         try:
             while at < len(data):
-                at += validate_batch(data, at).size
+                header = validate_batch(data, at)
+                following = at + header.size
+                reason = out_of_line(
+                    header, expected, epoch, lambda after=following: _header_in(data, after)
+                )
+                if reason is not None:
+                    raise KafkaError(ErrorCode.CORRUPT_MESSAGE, reason)
+                at, expected, epoch = following, header.next_offset, header.partition_leader_epoch
         except KafkaError as exc:
             self._mark_checked(start, start + at)
             raise DamagedBatch(self, start + at, exc.message or exc.code.name) from None
