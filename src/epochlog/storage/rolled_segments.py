@@ -31,9 +31,6 @@ class RolledSegments:
     def add(self, segment: LogSegment, end_offset: int) -> None:
         self._pending.append(_Rolled(segment, segment.size, end_offset))
 
-    def __bool__(self) -> bool:
-        return bool(self._pending)
-
     def flush_now(self, live: list[LogSegment]) -> None:
         """fsync them here (a flush of the whole log, a clean shutdown), those still in
         ``live``: a deleted segment has nothing left to keep."""
