@@ -1,6 +1,6 @@
-"""A poll that hands out rows sends the next round of fetches at once, so the answer
-travels while the caller handles the rows; an answer for a position that moved since
-(a seek) is dropped, never handed out."""
+"""A poll that hands out rows sends the next fetch at once, so the answer travels while
+the caller handles the rows; an answer for a position that moved since (a seek) is
+dropped, never handed out."""
 
 from __future__ import annotations
 
@@ -35,14 +35,14 @@ def test_rows_handed_out_send_the_next_fetch_and_all_rows_arrive_once(tmp_path: 
             for _ in range(100):
                 batch = await consumer.poll_arrow(200)
                 if batch.num_rows:
-                    assert consumer._prefetch is not None  # the next round is already out
+                    assert consumer._in_flight  # the next fetch is already out
                 offsets.extend(batch.column("offset").to_pylist())
                 if len(offsets) >= 10:
                     break
             assert offsets == list(range(10))
             assert consumer.position(("t", 0)) == OffsetAndEpoch(10, 0)
             await consumer.close()
-            assert consumer._prefetch is None
+            assert not consumer._in_flight
 
     run(scenario)
 
@@ -53,8 +53,7 @@ def test_a_seek_between_polls_drops_the_answer_already_under_way(tmp_path: Path)
             consumer = await _one_batch_per_fetch(broker)
             for expected in range(3):
                 assert [r.offset for r in await consumer.poll(2000)] == [expected]
-            pipelined = consumer._prefetch
-            assert pipelined is not None
+            ((pipelined, _),) = consumer._in_flight.values()
             await pipelined  # the answer for offset 3 is here before the seek back
             consumer.seek(("t", 0), 1)
             after = await consumer.poll(2000)

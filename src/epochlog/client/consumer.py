@@ -52,7 +52,7 @@ from epochlog.client.transactions import GroupMetadata
 from epochlog.protocol.divergence import Divergence, find_divergence
 from epochlog.protocol.errors import ErrorCode
 from epochlog.seams import Seams
-from epochlog.seams.waiting import finished_within
+from epochlog.seams.waiting import first_finished_within
 
 log = logging.getLogger("epochlog.client.consumer")
 
@@ -104,10 +104,13 @@ class AsyncConsumer:
         self._refresh_needed = True
         self._refreshed_at = float("-inf")
         self._retries = 0
-        # The next round of fetches, sent when a poll hands out rows so that the answer
-        # travels while the caller handles them (the Java consumer pipelines the same
-        # way). Its answers count only for positions that have not moved since.
-        self._prefetch: asyncio.Future[list[FetchedAt]] | None = None
+        # The fetch out to each broker, with the partitions it asks for. As the Java
+        # consumer: a broker with a fetch out gets no other until it answers, each
+        # answer is used as soon as it comes (a quiet broker's long poll holds up no
+        # other's data), and a fetch outlives the poll that sent it, so the answer
+        # travels while the caller handles rows. Answers count only for positions
+        # that have not moved since.
+        self._in_flight: dict[int, tuple[asyncio.Task[list[FetchedAt]], set[TopicPartition]]] = {}
         # KIP-227: one incremental fetch session per broker fetched from.
         self._fetch_sessions: dict[int, FetchSessionHandler] = {}
         # With group.id: commits, auto-commit (also of assigned partitions), subscribe.
@@ -175,15 +178,15 @@ class AsyncConsumer:
             failed = failure(self._positions)
             if failed is not None:
                 raise failed
-            remaining_ms = max(0, int((deadline - self._clock.monotonic()) * 1000))
-            result = decode(await self._fetch(remaining_ms))
+            remaining_s = max(0.0, deadline - self._clock.monotonic())
+            result = decode(await self._fetch(remaining_s))
             if len(result):
                 self.counts.records_consumed += len(result)
                 self._retries = 0
-                self._send_next_fetch()
-            # Under a millisecond left counts as none: the fetch cannot wait that long,
-            # and looping on would spin until the deadline (the simulator caught it).
-            if len(result) or remaining_ms == 0 or self._clock.monotonic() >= deadline:
+                self._send_fetches()
+            # Under a millisecond left counts as none: looping on would spin until the
+            # deadline (the simulator caught it).
+            if len(result) or remaining_s < 0.001 or self._clock.monotonic() >= deadline:
                 return result
             if not any(p.can_fetch() for p in self._positions.values()):
                 pause = backoff_seconds(
@@ -362,17 +365,21 @@ class AsyncConsumer:
 
     # -- fetching -------------------------------------------------------------------
 
-    async def _fetch(self, max_wait_ms: int) -> list[Fetched]:
-        """One Fetch to each leader of a fetchable partition (or the round already sent):
-        the raw record batches per partition whose position still stands."""
-        round_, self._prefetch = self._prefetch, None
-        if round_ is None:
-            got = await self._fetch_round(min(self.config["fetch.max.wait.ms"], max_wait_ms))
-        elif await finished_within(self._clock, round_, max_wait_ms / 1000):
-            got = round_.result()
+    async def _fetch(self, max_wait_s: float) -> list[Fetched]:
+        """Send a fetch to every broker that has none out, then take the answers that
+        came within ``max_wait_s``: the raw record batches per partition whose
+        position still stands."""
+        self._send_fetches()
+        tasks = [task for task, _ in self._in_flight.values()]
+        if max_wait_s > 0:
+            await first_finished_within(self._clock, tasks, max_wait_s)
         else:
-            self._prefetch = round_  # still out: the next poll takes it
-            return []
+            await self._clock.sleep(0)  # a poll(0) loop still lets the fetches move
+        got: list[FetchedAt] = []
+        for node, (task, _) in list(self._in_flight.items()):
+            if task.done():
+                del self._in_flight[node]
+                got.extend(task.result())
         out = []
         for tp, offset, data, aborted in got:
             pos = self._positions.get(tp)
@@ -381,30 +388,25 @@ class AsyncConsumer:
                 out.append((tp, pos, data, aborted))
         return out
 
-    def _send_next_fetch(self) -> None:
-        if self._prefetch is None and any(p.can_fetch() for p in self._positions.values()):
-            self._prefetch = asyncio.ensure_future(
-                self._fetch_round(self.config["fetch.max.wait.ms"])
-            )
-
-    async def _fetch_round(self, wait_ms: int) -> list[FetchedAt]:
-        """Fetches to every leader (or read replica, KIP-392) of a fetchable partition
-        (errors and truncation handled): the data per partition with the offset it was
-        fetched from."""
+    def _send_fetches(self) -> None:
+        """A fetch (waiting up to ``fetch.max.wait.ms`` at the broker) to each leader,
+        or read replica (KIP-392), of a fetchable partition that has none out; a
+        partition already asked for elsewhere waits for that answer."""
+        asked = {tp for _, tps in self._in_flight.values() for tp in tps}
         groups: dict[int, list[TopicPartition]] = {}
         now = self._clock.monotonic()
         for tp, pos in self._positions.items():
-            node = pos.fetch_from(now) if pos.can_fetch() else None
+            node = pos.fetch_from(now) if pos.can_fetch() and tp not in asked else None
             if node is not None and node not in self._cluster.cache.brokers:
                 pos.leave_read_replica()  # not in our metadata: the leader, and ask again
                 self._refresh_needed = True
                 node = pos.leader
-            if node is not None:
+            if node is not None and node not in self._in_flight:
                 groups.setdefault(node, []).append(tp)
-        results = await asyncio.gather(
-            *(self._fetch_from(node, tps, wait_ms) for node, tps in groups.items())
-        )
-        return [item for got in results for item in got]
+        wait_ms = self.config["fetch.max.wait.ms"]
+        for node, tps in groups.items():
+            task = asyncio.ensure_future(self._fetch_from(node, tps, wait_ms))
+            self._in_flight[node] = (task, set(tps))
 
     def _records(self, fetched: list[Fetched]) -> ConsumerRecords:
         return records_of(fetched, self.config["check.crcs"])
@@ -576,11 +578,13 @@ class AsyncConsumer:
         )
 
     async def close(self) -> None:
-        if self._prefetch is not None:
-            self._prefetch.cancel()
+        in_flight = [task for task, _ in self._in_flight.values()]
+        self._in_flight.clear()
+        for task in in_flight:
+            task.cancel()
+        for task in in_flight:
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._prefetch
-            self._prefetch = None
+                await task
         if self._group is not None:
             await self._group.close()
         versions = (FETCH_BY_NAME_VERSION, FETCH_VERSION)

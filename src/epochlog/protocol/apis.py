@@ -7,6 +7,7 @@ fields. Only the hot paths (Fetch responses, Produce record sets) are handled ap
 
 from __future__ import annotations
 
+import functools
 import io
 import struct
 from dataclasses import dataclass
@@ -189,8 +190,10 @@ class ApiSpec:
     min_version: int
     max_version: int
 
-    @property
+    @functools.cached_property
     def name(self) -> str:
+        # Cached: every answered request is counted under it, and the library's name is
+        # a class property computed on each read.
         return self.request.name.removesuffix("Request")
 
     def is_flexible(self, version: int) -> bool:

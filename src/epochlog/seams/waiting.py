@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from epochlog.seams import Clock
 
@@ -23,6 +23,18 @@ async def finished_within(clock: Clock, awaitable: Awaitable[object], seconds: f
         async with clock.timeout(seconds):
             await asyncio.wait({target})
     return target.done()
+
+
+async def first_finished_within(
+    clock: Clock, futures: list[asyncio.Future[Any]], seconds: float
+) -> None:
+    """Return once any of ``futures`` is done or ``seconds`` passed on ``clock``; none
+    is cancelled."""
+    if not futures or seconds <= 0 or any(f.done() for f in futures):
+        return
+    with contextlib.suppress(TimeoutError):
+        async with clock.timeout(seconds):
+            await asyncio.wait(futures, return_when=asyncio.FIRST_COMPLETED)
 
 
 async def with_timeout(clock: Clock, awaitable: Awaitable[T], seconds: float) -> T:
