@@ -9,6 +9,7 @@ import json
 import pytest
 
 from epochlog.client import TopicPartition
+from epochlog.client.config import consumer_config
 from epochlog.spark.leader_view import ClusterSnapshot, PartitionView
 from epochlog.spark.offsets import (
     DataLossError,
@@ -68,6 +69,15 @@ def test_options_follow_sparks_kafka_source() -> None:
     assert parse_options({"bootstrap.servers": "h:1", "assign": '{"x": [1, 0]}'}, False).assign == {
         "x": (0, 1)
     }
+
+
+def test_a_tasks_fetches_wait_briefly_at_the_log_end_unless_told_otherwise() -> None:
+    """A task's consumer sends its next fetch as it hands out the range's last rows;
+    the close's fetch-session request queues behind that fetch's long poll at the log
+    end. The source's short wait keeps that from holding up every task."""
+    client_default = consumer_config({"bootstrap.servers": "h:1"})["fetch.max.wait.ms"]
+    wait = parse_options({"kafka.bootstrap.servers": "h:1", "subscribe": "a"}, True)
+    assert wait.consumer_config()["fetch.max.wait.ms"] * 10 < client_default
 
 
 @pytest.mark.parametrize(

@@ -28,6 +28,11 @@ CLIENT_PREFIX = "kafka."
 READ_DEFAULTS = {
     "max.partition.fetch.bytes": 16 << 20,
     "fetch.max.bytes": 64 << 20,
+    # A task reads a range planned below the high watermark: its records are there. A
+    # long poll would only hold up the task's end: the consumer sends its next fetch
+    # as it hands out the last rows, that one waits at the log end, and the close's
+    # fetch-session request queues behind it (500 ms a task with the client's default).
+    "fetch.max.wait.ms": 10,
     # Spark's Kafka source reads read_uncommitted unless told otherwise; this source
     # reads only committed transactions unless told otherwise (kafka.isolation.level),
     # so that what the exactly-once sink aborted is never read.
