@@ -42,11 +42,11 @@ from epochlog.seams import Clock, Disk
 from epochlog.seams.tasks import Step, drain
 from epochlog.storage.log_view import LogView
 from epochlog.storage.segment import (
-    DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
     LogSegment,
+    remove_data_file,
     segment_name,
 )
 
@@ -331,12 +331,7 @@ class LogCleaner:
                     self.disk.remove(path)
             # The data file (large) aside now, removed off the loop (deferred_deletes.py);
             # reads already handed its descriptor go on until it is closed.
-            if log.delete_later is not None and self.disk.exists(segment.log_path):
-                doomed = segment.log_path + DELETED_SUFFIX
-                self.disk.rename(segment.log_path, doomed)
-                log.delete_later(lambda doomed=doomed: self.disk.remove(doomed))
-            elif self.disk.exists(segment.log_path):
-                self.disk.remove(segment.log_path)
+            remove_data_file(self.disk, segment.log_path, log.delete_later)
         self.disk.rename(swap, stem + LOG_SUFFIX)
         new = LogSegment(
             self.disk, log.directory, base, log.config.index_interval_bytes, group[0].created_ms

@@ -103,6 +103,20 @@ def out_of_line(
     return None
 
 
+def remove_data_file(disk: Disk, log_path: str, later: DeleteLater | None) -> None:
+    """Remove a segment's data file if it is there; with ``later``, it is renamed
+    ``.deleted`` at once (no longer a segment to a restart, which removes such
+    leftovers) and its removal handed to ``later``."""
+    if not disk.exists(log_path):
+        return
+    if later is None:
+        disk.remove(log_path)
+        return
+    doomed = log_path + DELETED_SUFFIX
+    disk.rename(log_path, doomed)
+    later(lambda: disk.remove(doomed))
+
+
 def _header_in(data: bytes, at: int) -> BatchHeader | None:
     try:
         return read_header(data, at) if at + HEADER_SIZE <= len(data) else None
@@ -502,11 +516,8 @@ class LogSegment:
         handed to ``later``: unlinking a synced 1 GiB segment took 0.22 s here, too long
         for the event loop. The indexes, small, go at once."""
         self.close()
-        doomed = self.log_path + DELETED_SUFFIX
-        if later is not None and self.disk.exists(self.log_path):
-            self.disk.rename(self.log_path, doomed)
-            later(lambda: self.disk.remove(doomed))
-        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+        remove_data_file(self.disk, self.log_path, later)
+        for path in (self.offset_index.path, self.time_index.path):
             if self.disk.exists(path):
                 self.disk.remove(path)
         self.txn_index.delete()
