@@ -1,5 +1,7 @@
 """The columnar decoder (client/arrow_batches.py) against the record decoder
-(protocol/records.iter_records): the same rows for random batches of every codec,
+(protocol/records.iter_records), through the compiled walk and through the Python
+decoder that stands in for it on small fetches: the same rows for random batches of
+every codec,
 nulls, headers, LogAppendTime and leader epochs, control batches skipped, the fetch
 position honoured, the same moves of the consumer's position, malformed input only
 ever raising KafkaError; and on batches confluent-kafka wrote to a broker's log."""
@@ -7,8 +9,13 @@ ever raising KafkaError; and on batches confluent-kafka wrote to a broker's log.
 from __future__ import annotations
 
 import struct
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import crc32c
 import pyarrow as pa
@@ -21,6 +28,7 @@ from epochlog.client.errors import TopicPartition
 from epochlog.client.fetched import arrow_of, records_of
 from epochlog.client.positions import PartitionPosition
 from epochlog.protocol import batch as b
+from epochlog.protocol import record_columns
 from epochlog.protocol.control import build_marker_batch
 from epochlog.protocol.errors import KafkaError
 from epochlog.protocol.records import build_batch, iter_records
@@ -124,6 +132,13 @@ def assert_same_as_record_path(data: bytes, fetch_offset: int) -> pa.RecordBatch
     return table
 
 
+@contextmanager
+def decoded_by(compiled: bool) -> Iterator[None]:
+    """Every fetch through the compiled walk, or every one through the Python decoder."""
+    with mock.patch.object(record_columns, "_SCALAR_UP_TO", -1 if compiled else 2**62):
+        yield
+
+
 # --- random batches ------------------------------------------------------------------
 
 sizes = st.one_of(st.integers(0, 20), st.sampled_from([63, 64, 100, 127, 128, 8191, 8192, 9000]))
@@ -171,15 +186,17 @@ def build_log(specs: list[Any]) -> tuple[bytes, int]:
     specs=st.lists(batch_spec, min_size=1, max_size=5),
     start=st.floats(0, 1),
     partial=st.integers(0, 120),
+    compiled=st.booleans(),
 )
 def test_random_batches_decode_like_the_record_path(
-    specs: list[Any], start: float, partial: int
+    specs: list[Any], start: float, partial: int, compiled: bool
 ) -> None:
     data, end = build_log(specs)
     # A fetch answer may end in part of a batch; that part is left for the next fetch.
     first = b.read_header(data).size
     data += data[: min(partial, first - 1)]
-    assert_same_as_record_path(data, int(start * end))
+    with decoded_by(compiled):
+        assert_same_as_record_path(data, int(start * end))
 
 
 @settings(max_examples=60, deadline=None)
@@ -193,8 +210,8 @@ def test_random_batches_decode_like_the_record_path(
 def test_runs_of_equal_records_decode_like_the_record_path(
     count: int, size: int, step: int, codec: int, key: bool
 ) -> None:
-    """The common layout (records of one size but for growing deltas), which the
-    decoder places in runs rather than record by record."""
+    """The common layout: records of one size but for growing deltas, in batches of
+    150 (the compiled walk's path from 65 records on)."""
     recs = [
         (b"k%d" % (i % 10) if key else None, bytes([i % 256]) * size, [], T0 + i * step)
         for i in range(count)
@@ -218,10 +235,12 @@ SAMPLE = [
 ]
 
 
+@pytest.mark.parametrize("compiled", [False, True])
 @pytest.mark.parametrize("codec", CODECS)
-def test_every_codec_nulls_and_headers(codec: int) -> None:
+def test_every_codec_nulls_and_headers(codec: int, compiled: bool) -> None:
     data = build_batch(SAMPLE, base_offset=100, compression=codec, partition_leader_epoch=4)
-    table = assert_same_as_record_path(data, 0)
+    with decoded_by(compiled):
+        table = assert_same_as_record_path(data, 0)
     assert table.num_rows == len(SAMPLE)
     assert table.column("key").null_count == 2
     assert table.column("value").null_count == 2
@@ -304,6 +323,21 @@ def test_fetch_position_inside_a_batch_and_batches_below_it() -> None:
     assert walk_batches(data, 16)[0].base_offset == 16
 
 
+def test_a_fetch_handing_out_a_few_records_leaves_numba_unloaded() -> None:
+    """The Spark source's planning reads the last record of a large batch in a fresh
+    process each query: loading numba (about 0.3 s) would cost more than the decode."""
+    code = (
+        "import sys\n"
+        "from epochlog.client.arrow_batches import decode_fetched\n"
+        "from epochlog.protocol.records import build_batch\n"
+        "data = build_batch([(None, b'v', [], 0)] * 5000)\n"
+        "assert decode_fetched(data, 't', 0, 4999)[0].num_rows == 1\n"
+        "print('numba' in sys.modules)\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert ran.stdout.strip() == "False"
+
+
 def test_nothing_to_decode_is_an_empty_batch_with_the_schema() -> None:
     for data in (b"", build_batch(SAMPLE, base_offset=0)[:-1]):
         table, progress = decode_fetched(data, "t", 0, 0)
@@ -324,9 +358,10 @@ def test_a_bad_crc_is_corrupt_message() -> None:
     codec=st.sampled_from([0, 0, 0, 3]),
     flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(1, 255)), min_size=1, max_size=4),
     cut=st.integers(0, 40),
+    compiled=st.booleans(),
 )
 def test_damaged_records_raise_kafka_error_or_decode_like_the_record_path(
-    codec: int, flips: list[tuple[int, int]], cut: int
+    codec: int, flips: list[tuple[int, int]], cut: int, compiled: bool
 ) -> None:
     """Bytes changed inside the records (CRC not checked): both decoders refuse, or
     both give the same rows; nothing but KafkaError ever escapes."""
@@ -343,7 +378,8 @@ def test_damaged_records_raise_kafka_error_or_decode_like_the_record_path(
     except KafkaError:
         expected = None
     try:
-        table, _ = decode_fetched(raw, "t", 0, 0, check_crc=False)
+        with decoded_by(compiled):
+            table, _ = decode_fetched(raw, "t", 0, 0, check_crc=False)
     except KafkaError:
         table = None
     if expected is None or table is None:

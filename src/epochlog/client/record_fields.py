@@ -14,12 +14,7 @@ from epochlog.protocol import batch as _batch
 from epochlog.protocol.compression import decompress
 from epochlog.protocol.control import read_marker
 from epochlog.protocol.errors import ErrorCode, KafkaError
-from epochlog.protocol.record_columns import (
-    NO_APPEND_TIME,
-    Fields,
-    decode_records,
-    record_starts,
-)
+from epochlog.protocol.record_columns import NO_APPEND_TIME, Fields, decode_records
 
 Buffer = bytes | bytearray | memoryview
 
@@ -169,11 +164,8 @@ def decode_walked(data: bytes, walked: list[WalkedBatch], check_crc: bool) -> Fi
         data = b"".join(pieces)
     if not sections:
         return None
-    bounds = np.array(sections, dtype=np.int64).reshape(-1, 3)
-    arr = np.frombuffer(data, dtype=np.uint8)
-    starts = record_starts(data, arr, bounds)
-    if not starts.size:
-        if (bounds[:, 0] != bounds[:, 1]).any():
-            raise _invalid("bytes after a batch's last record")
-        return None
-    return decode_records(data, arr, starts, bounds, np.array(meta, dtype=np.int64))
+    return decode_records(
+        data,
+        np.array(sections, dtype=np.int64).reshape(-1, 3),
+        np.array(meta, dtype=np.int64),
+    )

@@ -1,13 +1,14 @@
-"""Magic 2 records sections decoded field by field, vectorised across every record
-of many sections at once, with numpy: the client's fetch path (record_fields.py).
+"""Magic 2 records sections decoded field by field into columns across every record of
+many sections at once: the client's fetch path (record_fields.py).
 
-The only sequential dependency in a records section is the chain of record starts.
-Records of a batch mostly come in runs of one size, so the chain is found a run at a
-time; what does not fit is walked record by record over the length varints alone.
-Every field of every record is then decoded at once: varints as gathered bytes plus
-continuation-bit masks, zig-zag. Headers take a per-record path only for the records
-that have some. Malformed input raises KafkaError (INVALID_RECORD), as
-``epochlog.protocol.records.iter_records`` does.
+The compiled walk (``record_walk.columns``, one pass with the GIL released) finds where
+every field of every record is; numpy then makes the offsets and timestamps absolute
+and drops the records below the fetch position. A fetch that hands out a few records
+is decoded in Python instead (``records._decode``), so that a process that reads a
+handful of records (the Spark source's planning, a console consumer) never pays for
+loading numba.
+Headers take a per-record path only for the records that have some. Malformed input
+raises KafkaError (INVALID_RECORD), as ``epochlog.protocol.records.iter_records`` does.
 """
 
 from __future__ import annotations
@@ -17,136 +18,13 @@ from typing import NamedTuple
 import numpy as np
 
 from epochlog.protocol.errors import ErrorCode, KafkaError
-from epochlog.protocol.records import _ZZ, decode_varint
+from epochlog.protocol.records import _decode, decode_varint
 
 NO_APPEND_TIME = -(2**63)
 
 
 def _invalid(message: str) -> KafkaError:
     return KafkaError(ErrorCode.INVALID_RECORD, message)
-
-
-# Rounds of guessing that a section's remaining records all have the size of the
-# next one, before the rest of a section is walked record by record.
-_GUESS_ROUNDS = 6
-
-
-def _gather(arr: np.ndarray, pos: np.ndarray) -> np.ndarray:
-    """``arr[pos]``, positions past the end reading its last byte (never raising)."""
-    return np.take(arr, pos, mode="clip")
-
-
-def record_starts(buf: bytes, arr: np.ndarray, bounds: np.ndarray) -> np.ndarray:
-    """Where each record's length varint starts: the one sequential dependency.
-
-    Records of a batch mostly come in runs of one size, so each round guesses that the
-    rest of every unfinished section repeats the size of its next record and checks
-    the guess at once: a record has the size of another exactly when its length
-    varint has the same bytes. The guess holds up to the first record whose size
-    differs, which starts the next round. Sections still unfinished after a few rounds
-    are walked record by record. Whether the chain ends exactly at each section's end
-    is checked by the caller.
-    """
-    first_byte, last_byte, counts = bounds[:, 0], bounds[:, 1], bounds[:, 2]
-    if (counts * 7 > last_byte - first_byte).any():
-        raise _invalid("more records than a batch's bytes can hold")
-    base = np.zeros(counts.size + 1, dtype=np.int64)
-    np.cumsum(counts, out=base[1:])
-    out = np.empty(int(base[-1]), dtype=np.int64)
-    live = np.flatnonzero(counts > 0)
-    cur = first_byte[live]
-    done = np.zeros(live.size, dtype=np.int64)
-    slow: list[tuple[int, int, int]] = []  # (section, position, records placed)
-    for _ in range(_GUESS_ROUNDS):
-        if not live.size:
-            break
-        b0 = _gather(arr, cur)
-        b1 = _gather(arr, cur + 1)
-        one = b0 < 0x80
-        raw = np.where(one, b0, (b0 & 0x7F) | (b1.astype(np.int64) << 7)).astype(np.int64)
-        size = ((raw >> 1) ^ -(raw & 1)) + 2 - one
-        # Lengths of three bytes or more (records of 8 KiB and up) are walked one by one.
-        plain = one | (b1 < 0x80)
-        if (size[plain] < 7).any():
-            raise _invalid("record length out of bounds")
-        if not plain.all():
-            odd = np.flatnonzero(~plain)
-            slow.extend(zip(live[odd].tolist(), cur[odd].tolist(), done[odd].tolist(), strict=True))
-            live, cur, done = live[plain], cur[plain], done[plain]
-            size, b0, b1, one = size[plain], b0[plain], b1[plain], one[plain]
-        left = counts[live] - done
-        group = np.repeat(np.arange(live.size), left)
-        first_of = np.zeros(live.size, dtype=np.int64)
-        np.cumsum(left[:-1], out=first_of[1:])
-        j = np.arange(group.size, dtype=np.int64) - first_of[group]
-        guess = cur[group] + size[group] * j
-        same = _gather(arr, guess) == b0[group]
-        same &= one[group] | (_gather(arr, guess + 1) == b1[group])
-        # The first record of each section whose size is not the guessed one starts
-        # where guessed; it opens the next round.
-        placed = left.copy()
-        differs = np.flatnonzero(~same)
-        if differs.size:
-            owners = group[differs]
-            first = np.ones(differs.size, dtype=bool)
-            first[1:] = owners[1:] != owners[:-1]
-            placed[owners[first]] = j[differs[first]]
-        take = np.flatnonzero(j < placed[group])
-        owner = group[take]
-        out[base[live[owner]] + done[owner] + j[take]] = guess[take]
-        cur = cur + size * placed
-        done = done + placed
-        unfinished = done < counts[live]
-        live, cur, done = live[unfinished], cur[unfinished], done[unfinished]
-    slow.extend(zip(live.tolist(), cur.tolist(), done.tolist(), strict=True))
-    try:
-        zz = _ZZ
-        for section, pos, placed in slow:
-            starts: list[int] = []
-            append = starts.append
-            for _ in range(int(counts[section]) - placed):
-                append(pos)
-                b = buf[pos]
-                if b < 0x80:
-                    pos += zz[b] + 1
-                else:
-                    c = buf[pos + 1]
-                    if c < 0x80:
-                        pos += zz[(b & 0x7F) | (c << 7)] + 2
-                    else:
-                        length, pos = decode_varint(buf, pos)
-                        pos += length
-            at = int(base[section]) + placed
-            out[at : at + len(starts)] = starts
-    except IndexError:
-        raise _invalid("record lengths run past the batch") from None
-    return out
-
-
-def _varints(
-    arr: np.ndarray, pos: np.ndarray, max_bytes: int
-) -> tuple[np.ndarray, np.ndarray | int]:
-    """Zig-zag varints at every ``pos`` at once -> (values, bytes taken: 1 when all
-    take one byte, the common case for everything but lengths over 63)."""
-    b = _gather(arr, pos)
-    more = b >= 0x80
-    if not more.any():
-        value = b.astype(np.int64)
-        return (value >> 1) ^ -(value & 1), 1
-    value = (b & 0x7F).astype(np.int64)
-    size = np.ones(pos.size, dtype=np.int64)
-    shift = 7
-    for k in range(1, max_bytes):
-        b = _gather(arr, pos + k)
-        value |= np.where(more, (b & 0x7F).astype(np.int64) << shift, 0)
-        size += more
-        more &= b >= 0x80
-        if not more.any():
-            break
-        shift += 7
-    else:
-        raise _invalid(f"varint longer than {max_bytes} bytes")
-    return (value >> 1) ^ -(value & 1), size
 
 
 class Fields(NamedTuple):
@@ -175,53 +53,33 @@ class Headers(NamedTuple):
     count: np.ndarray
 
 
-def decode_records(
-    buf: bytes,
-    arr: np.ndarray,
-    starts: np.ndarray,
-    bounds: np.ndarray,
-    meta: np.ndarray,
-) -> Fields:
-    """Every field of every record at once."""
-    counts = bounds[:, 2]
-    batch_of = np.repeat(np.arange(counts.size), counts)
-    length, size = _varints(arr, starts, 5)
-    body = starts + size
-    record_end = body + length
-    if (length < 6).any() or (record_end > np.repeat(bounds[:, 1], counts)).any():
-        raise _invalid("record length out of bounds")
-    # Records are chained, so a batch holds exactly its records when the last one
-    # ends where the batch does.
-    full = counts > 0
-    if (record_end[np.cumsum(counts)[full] - 1] != bounds[full, 1]).any() or (
-        bounds[~full, 0] != bounds[~full, 1]
-    ).any():
-        raise _invalid("bytes after a batch's last record")
-    # Record attributes (at ``body``) are unused by every Kafka version so far.
-    ts_delta, size = _varints(arr, body + 1, 10)
-    at = body + 1 + size
-    offset_delta, size = _varints(arr, at, 5)
-    at += size
-    key_len, size = _varints(arr, at, 5)
-    key_at = at + size
-    at = key_at + np.maximum(key_len, 0)
-    value_len, size = _varints(arr, at, 5)
-    value_at = at + size
-    at = value_at + np.maximum(value_len, 0)
-    if (key_len < -1).any() or (value_len < -1).any() or (at >= record_end).any():
-        raise _invalid("key or value length out of bounds")
-    header_count, size = _varints(arr, at, 5)
-    at += size
-    headers = None
-    with_headers = np.flatnonzero(header_count)
-    if with_headers.size:
-        headers, at = _headers(buf, at, record_end, header_count, with_headers)
-    if (at != record_end).any():
-        bad = int(np.flatnonzero(at != record_end)[0])
-        raise _invalid(
-            f"record declared {int(length[bad])} bytes, its fields take {int(at[bad] - body[bad])}"
-        )
+# Up to this many records handed out, the fetch is decoded in Python: numba (about 0.3 s
+# to load) stays unloaded in a process that reads a few records at a time, or one
+# record out of a large batch (the Spark source's planning does).
+_SCALAR_UP_TO = 64
 
+Columns = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def decode_records(buf: bytes, sections: np.ndarray, meta: np.ndarray) -> Fields | None:
+    """Every field of every record of the ``sections`` (rows of start, end, record
+    count in ``buf``; ``meta`` rows of base offset, LogAppendTime or NO_APPEND_TIME,
+    base timestamp, leader epoch, fetch position); None when they hold no record."""
+    counts = sections[:, 2]
+    # Smallest record: a length and six one-byte fields.
+    if (counts < 0).any() or (counts * 7 > sections[:, 1] - sections[:, 0]).any():
+        raise _invalid("more records than a batch's bytes can hold")
+    # Offset deltas run 0..count-1 in every batch a broker accepts: enough to choose.
+    base, position = meta[:, 0], meta[:, 4]
+    handed_out = np.maximum(base + counts - np.maximum(base, position), 0).sum()
+    if handed_out <= _SCALAR_UP_TO:
+        buf, columns, headers = _decode_one_by_one(buf, sections)
+    else:
+        columns, headers = _decode_compiled(buf, sections)
+    ts_delta, offset_delta, key_at, key_len, value_at, value_len = columns
+    if not ts_delta.size:
+        return None
+    batch_of = np.repeat(np.arange(counts.size), counts)
     offsets = np.repeat(meta[:, 0], counts) + offset_delta
     append_time = meta[:, 1]
     if (append_time == NO_APPEND_TIME).all():
@@ -243,7 +101,7 @@ def decode_records(
     rows = np.bincount(batch_of, minlength=counts.size)
     return Fields(
         buf,
-        arr,
+        np.frombuffer(buf, dtype=np.uint8),
         rows,
         offsets,
         timestamps,
@@ -273,46 +131,64 @@ def take_headers(headers: Headers, index: np.ndarray) -> Headers | None:
     return Headers(keys, values, count)
 
 
-def _headers(
-    buf: bytes,
-    at: np.ndarray,
-    record_end: np.ndarray,
-    header_count: np.ndarray,
-    has_headers: np.ndarray,
-) -> tuple[Headers, np.ndarray]:
-    """The per-record fallback for records with headers; returns the column and where
-    each record's fields end."""
-    at = at.copy()
+def _decode_compiled(buf: bytes, sections: np.ndarray) -> tuple[Columns, Headers | None]:
+    from epochlog.protocol import record_walk  # numba loads with the first large fetch
+
+    out = np.empty((8, int(sections[:, 2].sum())), dtype=np.int64)
+    fault, row = record_walk.columns(np.frombuffer(buf, dtype=np.uint8), sections, out)
+    if fault == record_walk.TRAILING_BYTES:
+        raise _invalid(f"bytes after a batch's last record (record {row} of the fetch)")
+    if fault != record_walk.OK:
+        raise _invalid(f"record {row} of the fetch does not decode")
+    ts_delta, offset_delta, key_at, key_len, value_at, value_len, headers_at, header_count = out
+    headers = _headers(buf, headers_at, header_count) if header_count.any() else None
+    return (ts_delta, offset_delta, key_at, key_len, value_at, value_len), headers
+
+
+def _headers(buf: bytes, headers_at: np.ndarray, header_count: np.ndarray) -> Headers:
+    """The headers of the records that have some (the compiled walk checked them)."""
     keys: list[bytes] = []
     values: list[bytes | None] = []
-    per_record = np.zeros(at.size, dtype=np.int64)
-    try:
-        for i in has_headers.tolist():
-            count = int(header_count[i])
-            pos = int(at[i])
-            end = int(record_end[i])
-            if count < 0 or 2 * count > end - pos:
-                raise _invalid(f"header count {count}")
-            for _ in range(count):
-                size, pos = decode_varint(buf, pos)
-                if size < 0:
-                    raise _invalid(f"header key length {size}")
-                key = bytes(buf[pos : pos + size])
-                key.decode()  # header keys are UTF-8, as iter_records insists
-                keys.append(key)
+    for i in np.flatnonzero(header_count).tolist():
+        pos = int(headers_at[i])
+        for _ in range(int(header_count[i])):
+            size, pos = decode_varint(buf, pos)
+            keys.append(bytes(buf[pos : pos + size]))
+            pos += size
+            size, pos = decode_varint(buf, pos)
+            if size >= 0:
+                values.append(buf[pos : pos + size])
                 pos += size
-                size, pos = decode_varint(buf, pos)
-                if size >= 0:
-                    values.append(buf[pos : pos + size])
-                    pos += size
-                elif size == -1:
-                    values.append(None)
-                else:
-                    raise _invalid(f"header value length {size}")
-                if pos > end:
-                    break
-            at[i] = pos
-            per_record[i] = count
-    except ValueError as exc:  # UnicodeDecodeError
-        raise _invalid(f"malformed header: {exc}") from exc
-    return Headers(keys, values, per_record), at
+            else:
+                values.append(None)
+    return Headers(keys, values, header_count)
+
+
+def _decode_one_by_one(buf: bytes, sections: np.ndarray) -> tuple[bytes, Columns, Headers | None]:
+    """The same columns from the Python decoder, over a new buffer of the keys and
+    values (the decoder hands out copies, not positions)."""
+    pieces: list[bytes] = []
+    at = 0
+    rows: list[tuple[int, int, int, int, int, int]] = []
+    keys: list[bytes] = []
+    values: list[bytes | None] = []
+    per_record: list[int] = []
+    for start, end, count in sections.tolist():
+        # Base offset and timestamp 0: the decoder's offsets and timestamps are deltas.
+        for record in _decode(buf, start, end, count, 0, 0, None):
+            key_at, key_len = at, -1 if record.key is None else len(record.key)
+            if record.key is not None:
+                pieces.append(record.key)
+                at += key_len
+            value_at, value_len = at, -1 if record.value is None else len(record.value)
+            if record.value is not None:
+                pieces.append(record.value)
+                at += value_len
+            rows.append((record.timestamp, record.offset, key_at, key_len, value_at, value_len))
+            per_record.append(len(record.headers))
+            for name, value in record.headers:
+                keys.append(name.encode())
+                values.append(value)
+    table = np.array(rows, dtype=np.int64).reshape(-1, 6).T
+    headers = Headers(keys, values, np.array(per_record, dtype=np.int64)) if keys else None
+    return b"".join(pieces), tuple(table), headers  # type: ignore[return-value]
