@@ -12,7 +12,7 @@ import contextlib
 import struct
 from typing import Any
 
-from epochlog.protocol.apis import MESSAGES, frame
+from epochlog.protocol.apis import MESSAGES, decode_response, frame
 from epochlog.protocol.throttle import client_throttles
 from epochlog.seams import Clock, Connection, Network
 from epochlog.security.sasl_client import SaslConnection, authenticate
@@ -107,7 +107,7 @@ class BrokerConnection:
                 if future.done():  # its caller was cancelled (a timeout): drop the answer
                     continue
                 try:
-                    response = response_class.decode(data, version=version, header=True)
+                    response = decode_response(response_class, version, data)
                 except Exception as exc:
                     future.set_exception(exc)
                 else:

@@ -379,6 +379,21 @@ def encode_response_header(correlation_id: int, flexible: bool) -> bytes:
     return header + b"\x00" if flexible else header
 
 
+def decode_response(response_class: Any, version: int, frame: bytes | bytearray) -> Any:
+    """A response frame (size prefix removed) decoded past its header, directly: the
+    library's ``decode(header=True)`` copies the whole frame to read the header's few
+    bytes, and a fetch answer is megabytes."""
+    flexible = (
+        response_class.flexible_version_q(version) and response_class.API_KEY != ApiKey.API_VERSIONS
+    )
+    at = _INT32.size
+    if flexible:
+        if frame[at] != 0:  # header tagged fields: none are defined, the library reads them
+            return response_class.decode(frame, version=version, header=True)
+        at += 1
+    return response_class.decode(memoryview(frame)[at:], version=version)
+
+
 def frame(*parts: bytes | bytearray | memoryview) -> list[bytes | bytearray | memoryview]:
     """Prefix the parts with their total size, as every Kafka message is sent."""
     size = sum(len(p) for p in parts)

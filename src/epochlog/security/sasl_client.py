@@ -19,6 +19,7 @@ from kafka.protocol.sasl import (
 )
 from scramp import ScramClient
 
+from epochlog.protocol.apis import decode_response
 from epochlog.protocol.errors import ErrorCode
 from epochlog.seams import Clock, Connection, ConnectionHandler, FileHandle, Network, Server, Tls
 from epochlog.security.sasl import PLAIN
@@ -44,7 +45,7 @@ async def _exchange(conn: Connection, request: Any, response_class: Any, version
     conn.writelines([_SIZE.pack(len(payload)), payload])
     await conn.drain()
     (size,) = _SIZE.unpack(await conn.read_exactly(4))
-    return response_class.decode(await conn.read_exactly(size), version=version, header=True)
+    return decode_response(response_class, version, await conn.read_exactly(size))
 
 
 async def _token(call: Call, token: bytes) -> tuple[bytes, int]:
