@@ -12,9 +12,7 @@ from typing import Any
 
 from epochlog.client.errors import ConfigError
 from epochlog.seams import Network, Seams, Tls, TlsClientNetwork
-from epochlog.security.sasl_client import SaslClientNetwork
-from epochlog.security.sasl_listeners import SaslCredentials
-from epochlog.security.tls import certificates, check_key_pair, read_pem
+from epochlog.security.sasl_client import SaslClientNetwork, SaslCredentials
 from epochlog.settings.registry import TEXT, Setting, choice
 from epochlog.settings.security import PASSWORD, SASL_MECHANISMS
 
@@ -63,6 +61,9 @@ def client_tls(config: Mapping[str, Any], seams: Seams) -> Tls | None:
     reported at construction, naming the setting); None for plaintext."""
     if config["security.protocol"] not in ("ssl", "sasl_ssl"):
         return None
+    # cryptography loads only for TLS users.
+    from epochlog.security.tls import certificates, check_key_pair, read_pem
+
     trusted = b""
     if config["ssl.ca.location"]:
         trusted = read_pem(seams.disk, "ssl.ca.location", config["ssl.ca.location"])

@@ -16,8 +16,8 @@ from scramp.core import Nonce
 from epochlog.protocol.errors import ErrorCode
 from epochlog.security.scram_credentials import MECHANISMS as SCRAM_MECHANISMS
 from epochlog.security.scram_credentials import ScramCredential
+from epochlog.settings.security import PLAIN
 
-PLAIN = "PLAIN"
 SUPPORTED_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)
 # ApiVersions, SaslHandshake, SaslAuthenticate: all a client may send before it has
 # authenticated (Kafka's SaslServerAuthenticator); anything else closes the connection.

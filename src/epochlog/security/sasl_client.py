@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from kafka.protocol.sasl import (
@@ -17,13 +18,11 @@ from kafka.protocol.sasl import (
     SaslHandshakeRequest,
     SaslHandshakeResponse,
 )
-from scramp import ScramClient
 
 from epochlog.protocol.apis import decode_response
 from epochlog.protocol.errors import ErrorCode
 from epochlog.seams import Clock, Connection, ConnectionHandler, FileHandle, Network, Server, Tls
-from epochlog.security.sasl import PLAIN
-from epochlog.security.sasl_listeners import SaslCredentials
+from epochlog.settings.security import PLAIN
 
 _SIZE = struct.Struct(">i")
 _AUTHENTICATE_VERSION = 1
@@ -33,6 +32,15 @@ _RENEW_AT = 0.85
 
 # Sends one SASL request and returns its decoded response.
 Call = Callable[[Any, Any, int], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class SaslCredentials:
+    """What a client authenticates with: mechanism, username, password."""
+
+    mechanism: str
+    username: str
+    password: str
 
 
 class SaslAuthenticationError(ConnectionError):
@@ -73,6 +81,8 @@ async def authenticate(call: Call, credentials: SaslCredentials) -> int:
     if credentials.mechanism == PLAIN:
         user, password = credentials.username.encode(), credentials.password.encode()
         return (await _token(call, b"\0" + user + b"\0" + password))[1]
+    from scramp import ScramClient  # loaded only by SCRAM users
+
     client = ScramClient([credentials.mechanism], credentials.username, credentials.password)
     server_first, _ = await _token(call, client.get_client_first().encode())
     client.set_server_first(server_first.decode())

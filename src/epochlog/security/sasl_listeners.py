@@ -6,25 +6,16 @@ setting, rather than failing every client later."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from epochlog.security.jaas import PLAIN_MODULE, SCRAM_MODULE, JaasConfig, parse_jaas
 from epochlog.security.listeners import Listeners
 from epochlog.security.sasl import PLAIN, Lookup, SaslServerConfig
+from epochlog.security.sasl_client import SaslCredentials
 from epochlog.settings.registry import SettingError
 
 # (value, the name to report) of a setting a listener may override.
 ListenerSetting = Callable[[str, str], tuple[Any, str]]
-
-
-@dataclass(frozen=True)
-class SaslCredentials:
-    """What a client authenticates with: mechanism, username, password."""
-
-    mechanism: str
-    username: str
-    password: str
 
 
 def _jaas(

@@ -48,7 +48,8 @@ def _parse_secret(name: str, raw: object) -> str:
     return raw.strip()
 
 
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+PLAIN = "PLAIN"
+SASL_MECHANISMS = (PLAIN, "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
 def _parse_mechanisms(name: str, raw: object) -> tuple[str, ...]:
