@@ -13,7 +13,8 @@ confluent-kafka). Each run times:
 All on the same ``local[2]`` session (``epochlog.spark.session.build_session``, as the
 demo and tests run Spark), after one untimed run of each. Medians of --runs runs and
 their ratio (target >= 0.5). ``--sink`` also times the epochlog sink writing the rows
-to a second topic.
+to a second topic (at-least-once and exactly-once), beside ``bench/memory_sink.py``, a
+Python sink that drops what it is given: what Spark's Python writer API costs by itself.
 
     python bench/spark_read.py [--records 1000000] [--runs 3] [--partitions 2] [--sink]
         [--option kafka.max.partition.fetch.bytes=8388608 ...]
@@ -29,6 +30,7 @@ from pathlib import Path
 
 import confluent_kafka as ck
 from common import BrokerProcess, median
+from memory_sink import MemorySink
 from memory_source import MemorySource
 from pyspark.cloudpickle import register_pickle_by_value
 from pyspark.sql import DataFrame, SparkSession
@@ -127,22 +129,25 @@ def parquet_rate(spark: SparkSession, path: Path, rows: int) -> float:
 
 
 def sink_rate(
-    spark: SparkSession, bootstrap: str, source: Path, topic: str, guarantee: str = "at-least-once"
+    spark: SparkSession, bootstrap: str, source: Path, topic: str, guarantee: str | None
 ) -> float:
-    """The epochlog sink writing the parquet rows (key, value) to ``topic``: rows/s."""
+    """The epochlog sink writing the parquet rows (key, value) to ``topic``, or with
+    ``guarantee`` None the do-nothing Python sink taking them: rows/s."""
     df = spark.read.parquet(str(source)).select("key", "value")
     rows = df.count()
+    if guarantee is None:
+        writer = df.write.format(MemorySink.name())
+    else:
+        writer = (
+            df.write.format("epochlog")
+            .option("bootstrap.servers", bootstrap)
+            .option("topic", topic)
+            .option("deliveryGuarantee", guarantee)
+            .option("kafka.linger.ms", "20")
+            .option("kafka.batch.size", "262144")
+        )
     start = time.perf_counter()
-    (
-        df.write.format("epochlog")
-        .option("bootstrap.servers", bootstrap)
-        .option("topic", topic)
-        .option("deliveryGuarantee", guarantee)
-        .option("kafka.linger.ms", "20")
-        .option("kafka.batch.size", "262144")
-        .mode("append")
-        .save()
-    )
+    writer.mode("append").save()
     return rows / (time.perf_counter() - start)
 
 
@@ -190,7 +195,9 @@ def main() -> None:
                 # Spark's workers cannot import bench/: the reference source travels
                 # by value.
                 register_pickle_by_value(sys.modules[MemorySource.__module__])
+                register_pickle_by_value(sys.modules[MemorySink.__module__])
                 spark.dataSource.register(MemorySource)
+                spark.dataSource.register(MemorySink)
                 readers = {
                     "epochlog": lambda: epochlog_stream(spark, broker.bootstrap, topic, options),
                     "memory": lambda: memory_stream(spark, args.records, args.partitions),
@@ -229,19 +236,41 @@ def main() -> None:
                 )
                 if args.sink:
                     create_topic(broker.bootstrap, "bench-spark-sink", args.partitions)
-                    sinks: dict[str, list[float]] = {"at-least-once": [], "exactly-once": []}
-                    for _ in range(args.runs):
-                        for guarantee, got in sinks.items():
-                            got.append(
+                    # None: the do-nothing Python sink.
+                    guarantees: dict[str, str | None] = {
+                        "nothing": None,
+                        "at-least-once": "at-least-once",
+                        "exactly-once": "exactly-once",
+                    }
+                    sinks: dict[str, list[float]] = {name: [] for name in guarantees}
+                    # One untimed write of each first, as for the sources.
+                    for guarantee in guarantees.values():
+                        sink_rate(spark, broker.bootstrap, parquet, "bench-spark-sink", guarantee)
+                    for run in range(args.runs):
+                        for name, guarantee in guarantees.items():
+                            sinks[name].append(
                                 sink_rate(
                                     spark, broker.bootstrap, parquet, "bench-spark-sink", guarantee
                                 )
                             )
-                    alo, eos = median(sinks["at-least-once"]), median(sinks["exactly-once"])
+                        print(
+                            f"sink run {run + 1}: "
+                            + "   ".join(f"{n} {r[-1]:,.0f}" for n, r in sinks.items())
+                        )
+                    mid = {name: median(rates) for name, rates in sinks.items()}
+                    low = {name: min(rates) for name, rates in sinks.items()}
+                    high = {name: max(rates) for name, rates in sinks.items()}
                     print(
-                        f"sink (df.write.format('epochlog'), local[2]), medians: at-least-once"
-                        f" {alo:,.0f} rows/s, exactly-once {eos:,.0f} rows/s"
-                        f" ({eos / alo:.2f} of at-least-once)"
+                        "sink (df.write, local[2]), medians (min-max) rows/s: "
+                        + ", ".join(
+                            f"{n} {mid[n]:,.0f} ({low[n]:,.0f}-{high[n]:,.0f})" for n in mid
+                        )
+                    )
+                    print(
+                        "epochlog sink / do-nothing Python sink: at-least-once "
+                        f"{mid['at-least-once'] / mid['nothing']:.2f}, exactly-once "
+                        f"{mid['exactly-once'] / mid['nothing']:.2f} "
+                        f"({mid['exactly-once'] / mid['at-least-once']:.2f} of at-least-once)"
                     )
             finally:
                 spark.stop()
