@@ -31,6 +31,7 @@ MURMUR2 = {
 @pytest.mark.parametrize(("key", "expected"), MURMUR2.items())
 def test_murmur2_matches_the_java_client(key: bytes, expected: int) -> None:
     assert murmur2(key) == expected
+    assert murmur2(bytearray(key)) == murmur2(memoryview(key)) == expected
 
 
 def test_null_keys_stick_to_a_partition_until_its_batch_is_sent() -> None:

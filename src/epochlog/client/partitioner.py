@@ -3,35 +3,17 @@
 
 from __future__ import annotations
 
+from murmurhash2 import murmurhash2
+
 from epochlog.seams import Random
 
+# Kafka's Utils.murmur2 is MurmurHash2 (32-bit) with this seed.
 _SEED = 0x9747B28C
-_M = 0x5BD1E995
-_MASK = 0xFFFFFFFF
 
 
-def murmur2(data: bytes) -> int:
+def murmur2(data: bytes | bytearray | memoryview) -> int:
     """MurmurHash2 as Kafka's ``Utils.murmur2`` computes it (signed 32-bit result)."""
-    length = len(data)
-    h = (_SEED ^ length) & _MASK
-    whole = length & ~3
-    for i in range(0, whole, 4):
-        k = int.from_bytes(data[i : i + 4], "little")
-        k = (k * _M) & _MASK
-        k ^= k >> 24
-        k = (k * _M) & _MASK
-        h = ((h * _M) & _MASK) ^ k
-    rest = length - whole
-    if rest == 3:
-        h ^= data[whole + 2] << 16
-    if rest >= 2:
-        h ^= data[whole + 1] << 8
-    if rest >= 1:
-        h ^= data[whole]
-        h = (h * _M) & _MASK
-    h ^= h >> 13
-    h = (h * _M) & _MASK
-    h ^= h >> 15
+    h = murmurhash2(data if type(data) is bytes else bytes(data), _SEED)
     return h - (1 << 32) if h & 0x80000000 else h
 
 
