@@ -26,6 +26,7 @@ from epochlog.client.partitioner import Partitioner
 from epochlog.client.produce_batch import (
     BATCH_OVERHEAD,
     RECORD_OVERHEAD,
+    RecordHeaders,
     RecordMetadata,
     RecordTooLargeError,
     SendManyResult,
@@ -233,9 +234,9 @@ class AsyncProducer(TransactionalApi):
             slot = slots[partition] = (tp, self._queues.setdefault(tp, deque()))
         tp, queue = slot
         size = RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
-        hdrs: list[tuple[str, bytes | None]] = []
+        hdrs: RecordHeaders = ()
         if headers:
-            hdrs = [(k, v) for k, v in headers]
+            hdrs = tuple([(k, v) for k, v in headers])
             size += sum(len(k.encode()) + len(v or b"") for k, v in hdrs)
         if size + BATCH_OVERHEAD > self._max_request_size:
             raise RecordTooLargeError(tp, size + BATCH_OVERHEAD, self._max_request_size)
