@@ -72,7 +72,7 @@ class RecordsAwaitingMetadata(dict[str, deque[UnplacedRecord]]):
                 except Exception as exc:  # a bad partition or an oversized record
                     fail(r, exc)
                 else:
-                    batch.waiters.append((index, r.future))
+                    batch.wait(index, r.future)
         return bool(self)
 
     def expire(self, now: float, timeout_s: float) -> int:

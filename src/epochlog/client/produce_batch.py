@@ -80,8 +80,11 @@ class _Batch:
     tp: TopicPartition
     created: float
     records: list[_Rec] = field(default_factory=list)
-    # (index in records, future) of records sent one by one with send().
-    waiters: list[tuple[int, asyncio.Future[RecordMetadata]]] = field(default_factory=list)
+    # Futures of records sent one by one with send(), and their indexes in records: two
+    # lists, not a list of pairs, as a pair per queued record would be one more object
+    # the cyclic collector walks at every full pass over the backlog.
+    waiters: list[asyncio.Future[RecordMetadata]] = field(default_factory=list)
+    waiter_indexes: list[int] = field(default_factory=list)
     # send_many() calls with records here: one entry per call, not per record.
     bulks: list[SendManyResult] = field(default_factory=list)
     size: int = 0
@@ -93,8 +96,13 @@ class _Batch:
     base_offset: int = -1
     append_time: int = -1
 
+    def wait(self, index: int, future: asyncio.Future[RecordMetadata]) -> None:
+        """``future`` is answered with the metadata of ``records[index]``."""
+        self.waiters.append(future)
+        self.waiter_indexes.append(index)
+
     def fail(self, error: BaseException) -> None:
-        for _, future in self.waiters:
+        for future in self.waiters:
             if not future.done():
                 future.set_exception(error)
         for bulk in self.bulks:
@@ -103,7 +111,7 @@ class _Batch:
     def complete(self, base_offset: int, append_time: int) -> None:
         self.base_offset, self.append_time = base_offset, append_time
         tp, records = self.tp, self.records
-        for i, future in self.waiters:
+        for i, future in zip(self.waiter_indexes, self.waiters, strict=True):
             if not future.done():
                 future.set_result(
                     RecordMetadata(

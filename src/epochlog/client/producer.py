@@ -207,7 +207,7 @@ class AsyncProducer(TransactionalApi):
         if waiter is None:
             waiter = asyncio.get_running_loop().create_future()
         batch, index = self._add(topic, value, key, partition, headers, timestamp, count)
-        batch.waiters.append((index, waiter))
+        batch.wait(index, waiter)
         return waiter
 
     def _add(
