@@ -43,6 +43,20 @@ def test_null_keys_stick_to_a_partition_until_its_batch_is_sent() -> None:
     assert len({p.partition("t", None, 8) for _ in range(1)}) == 1
 
 
+@pytest.mark.parametrize("kind", ["murmur2_random", "murmur2", "random"])
+def test_a_send_many_call_partitions_its_keys_as_calls_one_by_one_would(kind: str) -> None:
+    keys = [b"%d" % i for i in range(50)]
+    mixed = [None if i % 3 else k for i, k in enumerate(keys)]
+    for some in (keys, mixed, [bytearray(k) for k in keys]):
+        together, alone = Partitioner(kind, system_random(3)), Partitioner(kind, system_random(3))
+        many = together.partitions("t", some, 7)
+        assert many == [alone.partition("t", k, 7) for k in some]
+        if kind != "random":
+            assert [p for p, k in zip(many, some, strict=True) if k is not None] == [
+                key_partition(bytes(k), 7) for k in some if k is not None
+            ]
+
+
 def test_murmur2_partitioner_hashes_null_keys_like_empty_ones() -> None:
     p = Partitioner("murmur2", system_random(7))
     assert p.partition("t", None, 8) == key_partition(b"", 8)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from murmurhash2 import murmurhash2
 
 from epochlog.seams import Random
@@ -20,6 +22,15 @@ def murmur2(data: bytes | bytearray | memoryview) -> int:
 def key_partition(key: bytes, num_partitions: int) -> int:
     """The Java client's ``toPositive(murmur2(key)) % numPartitions``."""
     return (murmur2(key) & 0x7FFFFFFF) % num_partitions
+
+
+def _key_partitions(keys: Sequence[bytes | None], num_partitions: int) -> list[int]:
+    """``key_partition`` of every key, in one pass (toPositive ignores the sign)."""
+    hash_ = murmurhash2
+    return [
+        (hash_(k if type(k) is bytes else bytes(k), _SEED) & 0x7FFFFFFF) % num_partitions
+        for k in keys
+    ]
 
 
 class Partitioner:
@@ -44,6 +55,15 @@ class Partitioner:
             chosen = self._random.randint(0, num_partitions - 1)
             self._sticky[topic] = chosen
         return chosen
+
+    def partitions(
+        self, topic: str, keys: Sequence[bytes | None], num_partitions: int
+    ) -> list[int]:
+        """``partition`` of each key of one ``send_many`` call (null keys: the partition
+        they stick to now, as calls one by one would pick, no batch leaving between)."""
+        if self._kind == "random" or None in keys:
+            return [self.partition(topic, key, num_partitions) for key in keys]
+        return _key_partitions(keys, num_partitions)
 
     def batch_sent(self, topic: str, partition: int) -> None:
         """A null-key batch left: the next null-key records pick a partition afresh."""

@@ -325,6 +325,8 @@ class AsyncProducer(TransactionalApi):
         if not values:
             result.future.set_result(result)
             return result
+        if partition is None and keys is not None:
+            chosen = self._partitioner.partitions(topic, keys, count)
         fill_batches(
             result,
             self._queues,
