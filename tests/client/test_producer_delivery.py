@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from typing import Any
 
 import pytest
@@ -123,3 +123,78 @@ def test_a_full_queue_refuses_with_buffer_error_and_answers_what_it_took(
         producer.produce("queued", b"after", on_delivery=seen.callback(b"after"))
         assert producer.flush(30)
     assert seen.calls == Counter({v: 1 for v in [*accepted, b"after"]}) and not seen.errors
+
+
+def test_threads_producing_at_once_lose_no_record_and_keep_each_threads_order(
+    broker_factory: Any,
+) -> None:
+    """The hand-off to the loop thread takes no lock while a drain runs: four threads
+    producing in bursts, with flushes between, while drains start and stop under them.
+    Every record is answered once and each thread's records keep their order."""
+    broker = broker_factory()
+    seen = Deliveries()
+    per_thread = 3000
+    with Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0}) as producer:
+
+        def run(t: int) -> None:
+            for i in range(per_thread):
+                value = b"t%d-%05d" % (t, i)
+                producer.produce("handoff", value, partition=0, on_delivery=seen.callback(value))
+                if i % 500 == 499:
+                    assert producer.flush(30)
+                elif i % 7 == 0:
+                    time.sleep(0)  # let the drain catch up and stop now and then
+
+        threads = [threading.Thread(target=run, args=(t,)) for t in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert producer.flush(30)
+    assert seen.calls == Counter(
+        {b"t%d-%05d" % (t, i): 1 for t in range(4) for i in range(per_thread)}
+    )
+    assert not seen.errors
+    with Consumer({"bootstrap.servers": broker.bootstrap, "auto.offset.reset": "earliest"}) as c:
+        c.assign([TopicPartition("handoff", 0)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 4 * per_thread and time.monotonic() < deadline:
+            got.extend(r.value for r in c.poll(1.0))
+    for t in range(4):
+        mine = [v for v in got if v.startswith(b"t%d-" % t)]
+        assert mine == sorted(mine) and len(mine) == per_thread
+
+
+def test_a_record_handed_over_just_as_the_drain_stops_is_still_sent(
+    broker_factory: Any,
+) -> None:
+    """The race the lock-free hand-off must survive, made to happen: another thread's
+    ``produce`` lands right after the drain's last look at an empty queue (played here
+    on the loop thread, at that moment). Either the drain sees the record or the
+    ``produce`` starts a new drain; the record must not sit in the queue unsent."""
+    broker = broker_factory()
+    seen = Deliveries()
+    with Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0}) as producer:
+        producer.produce("race", b"first", on_delivery=seen.callback(b"first"))
+        assert producer.flush(30)
+        main = threading.current_thread()
+        armed = [0]
+
+        class RacingQueue(deque):  # type: ignore[type-arg]
+            def __bool__(self) -> bool:
+                empty = len(self) == 0
+                if empty and armed[0] and threading.current_thread() is not main:
+                    armed[0] += 1
+                    if armed[0] == 3:  # the drain's second look, after its loop ended
+                        producer.produce("race", b"late", on_delivery=seen.callback(b"late"))
+                return not empty
+
+        producer._handoff = RacingQueue(producer._handoff)
+        armed[0] = 1
+        producer.produce("race", b"trigger", on_delivery=seen.callback(b"trigger"))
+        deadline = time.monotonic() + 30
+        while seen.calls[b"late"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert producer.flush(30)
+    assert seen.calls == Counter({b"first": 1, b"trigger": 1, b"late": 1}) and not seen.errors

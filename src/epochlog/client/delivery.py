@@ -25,24 +25,33 @@ class Deliveries:
     def __init__(self, limit: int) -> None:
         self.condition = threading.Condition(threading.Lock())
         self.limit = limit
-        self.unanswered = 0
+        # Counted up by the producing threads (under the lock) and by the loop thread
+        # alone (without it): answering a record takes no lock unless somebody waits.
+        self._taken = 0
+        self._answered = 0
         self.waiting = 0
+
+    @property
+    def unanswered(self) -> int:
+        return self._taken - self._answered
 
     def take_room(self, records: int) -> None:
         """Refuse records the queue has no room for, as librdkafka's QUEUE_FULL does:
         the caller flushes and tries again."""
         with self.condition:
-            if self.unanswered + records > self.limit:
+            unanswered = self._taken - self._answered
+            if unanswered + records > self.limit:
                 raise BufferError(
-                    f"queue full: {self.unanswered} records not answered yet "
+                    f"queue full: {unanswered} records not answered yet "
                     f"(queue.buffering.max.messages={self.limit})"
                 )
-            self.unanswered += records
+            self._taken += records
 
     def answered(self, records: int) -> None:
-        with self.condition:
-            self.unanswered -= records
-            if self.waiting:
+        """On the producer's loop thread only, where every future is answered."""
+        self._answered += records
+        if self.waiting:
+            with self.condition:
                 self.condition.notify_all()
 
 
