@@ -144,9 +144,8 @@ class Producer(_SyncClient):
 
     def _hand_off(self, item: _Handoff | _BatchHandoff) -> None:
         """Queue for the producer's thread; wake its drain unless one is running. A
-        running drain looks at the queue again after it says it stopped, so the flag is
-        read without the lock (a lock per record was a quarter of ``produce``, contended
-        with the loop thread)."""
+        running drain looks at the queue again after it lowers its flag, so the flag is
+        read without the lock: no lock per record shared with the loop thread."""
         self._handoff.append(item)
         if self._draining:
             return
