@@ -55,6 +55,9 @@ CREATE_TIME = 0
 LOG_APPEND_TIME = 1
 
 _INT32_MAX = 2**31 - 1
+# Up to this many rows, a record's key and value are sliced in Python: an Arrow column
+# costs about 13 us before its first row (20 rows: 15 us against 2).
+_SLICED_UP_TO = 256
 # The padded gather of variable-length fields is used while it wastes at most this
 # factor over the bytes it keeps; beyond it, slices are joined per record.
 _PAD_WASTE = 4
@@ -139,9 +142,16 @@ def _to_arrow(f: Fields, topic: str, partition: int) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
 
 
-def _py_bytes(arr: np.ndarray, at: np.ndarray, length: np.ndarray) -> list[bytes | None]:
+def _py_bytes(
+    buf: bytes, arr: np.ndarray, at: np.ndarray, length: np.ndarray
+) -> list[bytes | None]:
     if not (length >= 0).any():
         return [None] * at.size
+    if at.size <= _SLICED_UP_TO:
+        return [
+            None if n < 0 else buf[a : a + n]
+            for a, n in zip(at.tolist(), length.tolist(), strict=True)
+        ]
     # Through an Arrow column: its to_pylist makes the bytes objects in C++.
     return _binary(arr, at, length).to_pylist()
 
@@ -173,8 +183,8 @@ def _to_records(f: Fields, topic: str, partition: int, make: Callable[..., T]) -
                 repeat(partition, n),
                 f.offsets.tolist(),
                 f.timestamps.tolist(),
-                _py_bytes(f.arr, f.key_at, f.key_len),
-                _py_bytes(f.arr, f.value_at, f.value_len),
+                _py_bytes(f.buf, f.arr, f.key_at, f.key_len),
+                _py_bytes(f.buf, f.arr, f.value_at, f.value_len),
                 headers,
                 epochs,
             )
