@@ -67,7 +67,7 @@ def decode_records(buf: bytes, sections: np.ndarray, meta: np.ndarray) -> Fields
     base timestamp, leader epoch, fetch position); None when they hold no record."""
     counts = sections[:, 2]
     # Smallest record: a length and six one-byte fields.
-    if (counts < 0).any() or (counts * 7 > sections[:, 1] - sections[:, 0]).any():
+    if (counts * 7 > sections[:, 1] - sections[:, 0]).any():
         raise _invalid("more records than a batch's bytes can hold")
     # Offset deltas run 0..count-1 in every batch a broker accepts: enough to choose.
     base, position = meta[:, 0], meta[:, 4]
