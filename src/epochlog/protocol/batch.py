@@ -16,6 +16,10 @@ import crc32c
 from epochlog.protocol.errors import ErrorCode, KafkaError
 
 # Offsets of the fixed fields within a batch.
+# Record batches the broker patches in place as it appends them (offsets, leader epoch):
+# its own copy, or a view of the request frame they came in.
+WritableBatches = bytearray | memoryview
+
 BASE_OFFSET = 0
 BATCH_LENGTH = 8
 PARTITION_LEADER_EPOCH = 12
@@ -146,14 +150,14 @@ def iter_batches(buf: bytes | bytearray | memoryview) -> list[tuple[int, BatchHe
 
 
 def patch_offset_and_epoch(
-    buf: bytearray | memoryview, pos: int, base_offset: int, leader_epoch: int
+    buf: WritableBatches, pos: int, base_offset: int, leader_epoch: int
 ) -> None:
     """Assign the batch its log offset and the leader epoch that appended it."""
     struct.pack_into(">q", buf, pos + BASE_OFFSET, base_offset)
     struct.pack_into(">i", buf, pos + PARTITION_LEADER_EPOCH, leader_epoch)
 
 
-def patch_log_append_time(buf: bytearray | memoryview, pos: int, timestamp: int) -> None:
+def patch_log_append_time(buf: WritableBatches, pos: int, timestamp: int) -> None:
     """For ``message.timestamp.type=LogAppendTime``: set the type bit and max timestamp,
     then recompute the CRC, which covers both."""
     (attributes,) = struct.unpack_from(">h", buf, pos + ATTRIBUTES)

@@ -29,6 +29,7 @@ from epochlog.replication.fencing import check_current_leader_epoch
 from epochlog.storage.producer_state import AppendOrigin
 
 if TYPE_CHECKING:
+    from epochlog.protocol.batch import WritableBatches
     from epochlog.storage.log import Log
     from epochlog.storage.results import AppendResult, TruncatedRange
 
@@ -248,7 +249,7 @@ class Partition:
             )
 
     def append_as_leader(
-        self, records: bytearray, origin: AppendOrigin = AppendOrigin.CLIENT
+        self, records: WritableBatches, origin: AppendOrigin = AppendOrigin.CLIENT
     ) -> AppendResult:
         try:
             result = self.log.append_as_leader(records, self.leader_epoch, origin)

@@ -29,6 +29,7 @@ from epochlog.storage.producer_state import AppendOrigin
 
 if TYPE_CHECKING:
     from epochlog.metadata.model import TopicMetadata
+    from epochlog.protocol.batch import WritableBatches
     from epochlog.seams import Clock, Seams
     from epochlog.storage.config import LogConfig
     from epochlog.storage.log import Log
@@ -329,7 +330,7 @@ class ReplicaManager:
     def append(
         self,
         partition: Partition,
-        records: bytearray,
+        records: WritableBatches,
         required_acks: int = 1,
         origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> AppendResult:

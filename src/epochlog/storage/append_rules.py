@@ -6,7 +6,7 @@ are stored in (``compression.type``, at ``compression.<codec>.level``)."""
 
 from __future__ import annotations
 
-from epochlog.protocol.batch import BatchHeader, iter_batches
+from epochlog.protocol.batch import BatchHeader, WritableBatches, iter_batches
 from epochlog.protocol.compression import GZIP, LZ4, ZSTD
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.protocol.recompression import CODECS, recompress_batch
@@ -20,7 +20,7 @@ PRODUCER = "producer"
 NO_TIMESTAMP = -1
 
 
-def check_batches(records: bytearray, config: LogConfig) -> Batches:
+def check_batches(records: WritableBatches, config: LogConfig) -> Batches:
     """Every batch's header and CRC, and the sizes the topic allows: MESSAGE_TOO_LARGE
     for a batch over ``max.message.bytes``, RECORD_LIST_TOO_LARGE for a record set
     that no segment could hold."""
@@ -46,7 +46,9 @@ def check_batches(records: bytearray, config: LogConfig) -> Batches:
     return batches
 
 
-def check_timestamps(records: bytearray, batches: Batches, config: LogConfig, now_ms: int) -> None:
+def check_timestamps(
+    records: WritableBatches, batches: Batches, config: LogConfig, now_ms: int
+) -> None:
     """INVALID_TIMESTAMP naming every CreateTime record (record_errors) further behind
     or ahead of the broker's clock than the topic allows, as Kafka's LogValidator does
     (records without a timestamp pass)."""
@@ -74,7 +76,7 @@ def check_timestamps(records: bytearray, batches: Batches, config: LogConfig, no
             )
 
 
-def recompressed(records: bytearray, batches: Batches, config: LogConfig) -> bytearray:
+def recompressed(records: WritableBatches, batches: Batches, config: LogConfig) -> WritableBatches:
     """The record set with every data batch in the topic's codec (unchanged under
     ``compression.type=producer``, or when every batch is already in it)."""
     if config.compression_type == PRODUCER:

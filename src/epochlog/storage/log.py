@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from epochlog.protocol.batch import (
     BatchHeader,
+    WritableBatches,
     iter_batches,
     patch_log_append_time,
     patch_offset_and_epoch,
@@ -187,7 +188,10 @@ class Log:
     # -- appending ---------------------------------------------------------------------
 
     def append_as_leader(
-        self, records: bytearray, leader_epoch: int, origin: AppendOrigin = AppendOrigin.CLIENT
+        self,
+        records: WritableBatches,
+        leader_epoch: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> AppendResult:
         """Validate, assign offsets and epoch, and write a produced record set (or, from
         a coordinator, transaction markers)."""
@@ -267,7 +271,7 @@ class Log:
         ``maybeAssignEpochStartOffset``)."""
         self._epoch_cache.assign(leader_epoch, start_offset)
 
-    def _write(self, records: bytearray, headers: list[BatchHeader], now_ms: int) -> None:
+    def _write(self, records: WritableBatches, headers: list[BatchHeader], now_ms: int) -> None:
         self._maybe_roll_for(len(records), headers, now_ms)
         self.active_segment.append(records, headers)
         self._unflushed_messages += sum(h.records_count for h in headers)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from epochlog.protocol.batch import BatchHeader
+from epochlog.protocol.batch import BatchHeader, WritableBatches
 from epochlog.protocol.control import read_marker
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.storage.log_view import LogView
@@ -17,7 +17,7 @@ logger = logging.getLogger("epochlog.storage")
 
 
 def markers_of(
-    records: bytearray, batches: list[tuple[int, BatchHeader]], origin: AppendOrigin
+    records: WritableBatches, batches: list[tuple[int, BatchHeader]], origin: AppendOrigin
 ) -> dict[int, tuple[bool, int]]:
     """Each control batch's marker by position; clients may not write any."""
     markers = {}

@@ -53,7 +53,7 @@ def _partition_response(
 
 
 def _produce_one(
-    broker: HandlerContext, topic: str, index: int, records: bytes | None, acks: int
+    broker: HandlerContext, topic: str, index: int, records: bytes | memoryview | None, acks: int
 ) -> tuple[Any, AckWait | None]:
     """Append one partition's records; for acks=all also what to wait for."""
     try:
@@ -61,7 +61,7 @@ def _produce_one(
         partition.check_leader(-1)
         if not records:
             raise KafkaError(ErrorCode.INVALID_RECORD, "empty record set")
-        result = broker.replica_manager.append(partition, bytearray(records), acks)
+        result = broker.replica_manager.append(partition, _writable(records), acks)
     except Exception as exc:
         code = error_code(exc)
         if code in _REFUSED_DATA:
@@ -86,7 +86,16 @@ def _produce_one(
     return answer, wait
 
 
-def _is_transactional(records: bytes | None) -> bool:
+def _writable(records: bytes | memoryview) -> bytearray | memoryview:
+    """The records to append, which the log patches (offsets, leader epoch) in place: a
+    view of a large request's frame as it is (the frame was read into a buffer of its
+    own), a copy of a small one (a slice of the connection's read-ahead)."""
+    if isinstance(records, memoryview) and not records.readonly:
+        return records
+    return bytearray(records)
+
+
+def _is_transactional(records: bytes | memoryview | None) -> bool:
     try:
         return bool(records) and read_header(records).is_transactional
     except KafkaError:
