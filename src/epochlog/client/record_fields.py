@@ -11,12 +11,11 @@ import crc32c
 import numpy as np
 
 from epochlog.protocol import batch as _batch
+from epochlog.protocol.batch import Buffer
 from epochlog.protocol.compression import decompress
 from epochlog.protocol.control import read_marker
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.protocol.record_columns import NO_APPEND_TIME, Fields, decode_records
-
-Buffer = bytes | bytearray | memoryview
 
 
 def _invalid(message: str) -> KafkaError:

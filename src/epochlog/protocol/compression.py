@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import cramjam
 
+from epochlog.protocol.batch import Buffer
 from epochlog.protocol.errors import ErrorCode, KafkaError
 
 NONE = 0
@@ -37,8 +38,6 @@ _INT32 = struct.Struct(">i")
 ZSTD_LEVEL = 3
 # What Kafka's gzip level -1 (the default) means.
 GZIP_LEVEL = 6
-
-Buffer = bytes | bytearray | memoryview
 
 
 def _snappy_xerial_compress(data: Buffer, level: int | None = None) -> bytes:

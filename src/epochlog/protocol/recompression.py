@@ -10,13 +10,11 @@ import struct
 import crc32c
 
 from epochlog.protocol import batch as _batch
-from epochlog.protocol.batch import BatchHeader
+from epochlog.protocol.batch import BatchHeader, Buffer
 from epochlog.protocol.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD, compress, decompress
 
 # compression.type's codec names (Kafka's BrokerCompressionType) by attribute id.
 CODECS = {"uncompressed": NONE, "gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD}
-
-Buffer = bytes | bytearray | memoryview
 
 
 def recompress_batch(

@@ -18,13 +18,12 @@ from types import ModuleType
 import numpy as np
 
 from epochlog.protocol import batch as _batch
-from epochlog.protocol.batch import BatchHeader
+from epochlog.protocol.batch import BatchHeader, Buffer
 from epochlog.protocol.compression import BoundedDecompressor
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.protocol.records import _decode
 from epochlog.settings.broker import BROKER
 
-Buffer = bytes | bytearray | memoryview
 # Up to this many records in a request, the Python decoder is as quick as a call into
 # the compiled walker, and a producer of small batches never pays for loading numba.
 _SCALAR_UP_TO = 64

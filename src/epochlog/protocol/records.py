@@ -21,11 +21,11 @@ from typing import Any
 import crc32c
 
 from epochlog.protocol import batch as _batch
+from epochlog.protocol.batch import Buffer
 from epochlog.protocol.compression import compress as _compress
 from epochlog.protocol.compression import decompress
 from epochlog.protocol.errors import ErrorCode, KafkaError
 
-Buffer = bytes | bytearray | memoryview
 Header = tuple[str, bytes | None]
 
 
