@@ -107,3 +107,36 @@ def test_walker_names_the_kind_of_fault_and_the_record() -> None:
     assert _walk(b"".join(bad_name), 6, False) == (record_walk.BAD_RECORD, 2)
     assert _walk(b"".join(good) + b"\x00", 6, False) == (record_walk.TRAILING_BYTES, 6)
     assert _walk(b"".join(good)[:-1], 6, False) == (record_walk.BAD_RECORD, 5)
+
+
+def _reference_varint(data: bytes, max_bytes: int) -> tuple[int, int]:
+    """Java's reading: 7 bits a byte, bits past the 64th dropped, zig-zag decoded."""
+    raw = 0
+    for i, byte in enumerate(data[:max_bytes]):
+        raw |= (byte & 0x7F) << (7 * i)
+        if byte < 0x80:
+            raw &= (1 << 64) - 1
+            return (raw >> 1) ^ -(raw & 1), i + 1
+    return 0, -1
+
+
+@given(
+    value=st.one_of(
+        st.integers(-(2**63), 2**63 - 1),
+        st.sampled_from([0, -1, 1, 63, -64, 64, 2**31 - 1, -(2**31), 2**63 - 1, -(2**63)]),
+    )
+)
+@settings(max_examples=400, deadline=None)
+def test_varints_decode_over_the_whole_64_bit_range(value: int) -> None:
+    data = encode_varint(value)
+    buf = np.frombuffer(data, dtype=np.uint8)
+    assert record_walk._varint(buf, 0, len(data), 10) == (value, len(data))
+
+
+@given(data=st.binary(min_size=1, max_size=12), max_bytes=st.sampled_from([5, 10]))
+@settings(max_examples=600, deadline=None)
+def test_any_bytes_decode_as_javas_varint_reader_does(data: bytes, max_bytes: int) -> None:
+    """Over-long encodings, a tenth byte with bits past the 64th, running out: the same
+    value (or refusal) as the reference."""
+    buf = np.frombuffer(data, dtype=np.uint8)
+    assert record_walk._varint(buf, 0, len(data), max_bytes) == _reference_varint(data, max_bytes)
