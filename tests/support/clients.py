@@ -119,7 +119,7 @@ def confluent_consume(
     consumer = confluent_consumer(bootstrap)
     try:
         if count is None:
-            _, end = consumer.get_watermark_offsets(ck.TopicPartition(topic, partition), timeout=30)
+            _, end = _watermarks(consumer, topic, partition)
             count = max(0, end - start)
         consumer.assign([ck.TopicPartition(topic, partition, start)])
         got: list[Got] = []
@@ -160,10 +160,27 @@ def confluent_offsets_for_times(
 def confluent_watermarks(bootstrap: str, topic: str, partition: int = 0) -> tuple[int, int]:
     consumer = confluent_consumer(bootstrap)
     try:
-        low, high = consumer.get_watermark_offsets(ck.TopicPartition(topic, partition), 30)
+        low, high = _watermarks(consumer, topic, partition)
         return int(low), int(high)
     finally:
         consumer.close()
+
+
+# Answers a partition gives while its leadership moves (a broker just restarted applies
+# the controller's election a moment after it starts answering): Kafka's clients retry
+# them, librdkafka's watermark query hands them to the caller.
+_LEADER_MOVING = (ck.KafkaError.NOT_LEADER_FOR_PARTITION, ck.KafkaError.LEADER_NOT_AVAILABLE)
+
+
+def _watermarks(consumer: ck.Consumer, topic: str, partition: int) -> tuple[int, int]:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return consumer.get_watermark_offsets(ck.TopicPartition(topic, partition), 30)
+        except ck.KafkaException as exc:
+            if exc.args[0].code() not in _LEADER_MOVING or time.monotonic() > deadline:
+                raise
+        time.sleep(0.1)
 
 
 # ------------------------------------------------------------------------ kafka-python
