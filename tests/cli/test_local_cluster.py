@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -31,6 +32,12 @@ def test_up_runs_three_brokers_that_replicate_and_stop_on_ctrl_c(tmp_path: Path)
         first = up.stdout.readline()
         # Read line by line: communicate() below would miss what readline buffered.
         told = [up.stdout.readline() for _ in range(2)]
+        if not first.startswith("bootstrap.servers="):
+            # It gave up starting: all it said, and the end of each broker's log.
+            said = first + "".join(told) + up.stdout.read()
+            for log in sorted((tmp_path / "cluster").glob("broker-*.log")):
+                said += f"\n--- {log.name}:\n" + "".join(log.read_text().splitlines(True)[-30:])
+            pytest.fail("epochlog up did not start:\n" + said)
         bootstrap = first.strip().removeprefix("bootstrap.servers=")
         assert bootstrap == f"127.0.0.1:{port},127.0.0.1:{port + 1},127.0.0.1:{port + 2}", first
         admin = AdminClient({"bootstrap.servers": bootstrap})
