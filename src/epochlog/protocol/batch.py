@@ -15,13 +15,13 @@ import crc32c
 
 from epochlog.protocol.errors import ErrorCode, KafkaError
 
-# Offsets of the fixed fields within a batch.
 # Whatever record batches are read from: a frame, a file's bytes, a view of either.
 Buffer = bytes | bytearray | memoryview
 # Record batches the broker patches in place as it appends them (offsets, leader epoch):
 # its own copy, or a view of the request frame they came in.
 WritableBatches = bytearray | memoryview
 
+# Offsets of the fixed fields within a batch.
 BASE_OFFSET = 0
 BATCH_LENGTH = 8
 PARTITION_LEADER_EPOCH = 12
