@@ -11,6 +11,8 @@ never judge speed.
 from __future__ import annotations
 
 import asyncio
+import faulthandler
+import sys
 import threading
 import time
 from collections import Counter
@@ -182,7 +184,8 @@ def wait_for(
     timeout: float = HANG_GUARD_S,
 ) -> None:
     """Wait for ``predicate``; a member whose thread failed ends the wait at once, and
-    a timeout names every member's state, so a failure says which client stalled."""
+    a timeout names every member's state, so a failure says which client stalled, and
+    prints every thread's stack (captured stderr): where a stalled member sits."""
     deadline = time.monotonic() + timeout
     while not predicate():
         failed = [m for m in members if m.errors]
@@ -192,6 +195,9 @@ def wait_for(
                 f"consumed={len(m.consumed)} errors={m.errors!r}"
                 for m in members
             )
+            if not failed:
+                # File descriptor 2 itself: pytest captures it ("Captured stderr").
+                faulthandler.dump_traceback(file=sys.__stderr__, all_threads=True)
             raise AssertionError(
                 f"{'failed' if failed else 'timed out'} waiting for {what}: {states}"
             )
