@@ -103,7 +103,7 @@ class BatchHeader:
         return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
 
 
-def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+def read_header(buf: Buffer, pos: int = 0) -> BatchHeader:
     """Parse the fixed header at ``pos``; raises CORRUPT_MESSAGE if it cannot be one."""
     if len(buf) - pos < HEADER_SIZE:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "record batch shorter than its header")
@@ -117,14 +117,12 @@ def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeade
     return header
 
 
-def crc_matches(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> bool:
+def crc_matches(buf: Buffer, pos: int, header: BatchHeader) -> bool:
     end = pos + header.size
     return crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES : end]) == header.crc
 
 
-def validate_batch(
-    buf: bytes | bytearray | memoryview, pos: int = 0, available: int | None = None
-) -> BatchHeader:
+def validate_batch(buf: Buffer, pos: int = 0, available: int | None = None) -> BatchHeader:
     """Check structure and CRC32C of the batch at ``pos`` (CORRUPT_MESSAGE if wrong)."""
     header = read_header(buf, pos)
     limit = len(buf) if available is None else pos + available
@@ -137,7 +135,7 @@ def validate_batch(
     return header
 
 
-def iter_batches(buf: bytes | bytearray | memoryview) -> list[tuple[int, BatchHeader]]:
+def iter_batches(buf: Buffer) -> list[tuple[int, BatchHeader]]:
     """Validate every batch of a produced record set; returns (position, header) pairs."""
     out = []
     pos = 0
