@@ -61,6 +61,7 @@ class GroupMember(threading.Thread):
         self.commit_errors: list[str] = []
         self.stopping = threading.Event()
         self.lock = threading.Lock()
+        self.client: Any = None
 
     # -- client specifics ------------------------------------------------------------
 
@@ -147,7 +148,7 @@ class GroupMember(threading.Thread):
 
     def run(self) -> None:
         try:
-            consumer = self._open()
+            consumer = self.client = self._open()
         except BaseException as exc:
             self.errors.append(exc)
             return
@@ -170,6 +171,40 @@ class GroupMember(threading.Thread):
         finally:
             consumer.close()
 
+    def describe(self) -> str:
+        """The member's state for a failure report; for kafka-python also its group
+        coordinator's state and each connection's requests in flight, read from its
+        internals without their locks (a report only, never a check)."""
+        state = (
+            f"{self.name}: alive={self.is_alive()} assigned={sorted(self.assigned)} "
+            f"consumed={len(self.consumed)} errors={self.errors!r}"
+        )
+        if self.kind != "kafka-python" or self.client is None:
+            return state
+        try:
+            coordinator = self.client._coordinator
+            join = coordinator._join_task
+            state += (
+                f" [coordinator state={coordinator.state} {coordinator._generation}"
+                f" rejoin_needed={coordinator.rejoin_needed} rejoining={coordinator.rejoining}"
+                f" join_task={None if join is None else join.state}"
+                f" heartbeat_enabled={coordinator._heartbeat_enabled}"
+            )
+            now = time.monotonic()
+            for node, conn in list(self.client._manager._conns.items()):
+                in_flight = [
+                    (entry[0], round(now - entry[2], 1)) for entry in list(conn.in_flight_requests)
+                ]
+                state += (
+                    f"; conn {node}: connected={conn.connected} paused={conn.paused}"
+                    f" in_flight(correlation id, age s)={in_flight}"
+                    f" buffered={len(conn._request_buffer)}"
+                )
+            state += "]"
+        except Exception as exc:  # internals of another version: the report goes on
+            state += f" [internals unreadable: {exc!r}]"
+        return state
+
     def stop(self) -> None:
         self.stopping.set()
         self.join(HANG_GUARD_S)
@@ -190,11 +225,7 @@ def wait_for(
     while not predicate():
         failed = [m for m in members if m.errors]
         if failed or time.monotonic() > deadline:
-            states = "; ".join(
-                f"{m.name}: alive={m.is_alive()} assigned={sorted(m.assigned)} "
-                f"consumed={len(m.consumed)} errors={m.errors!r}"
-                for m in members
-            )
+            states = "; ".join(m.describe() for m in members)
             if not failed:
                 # File descriptor 2 itself: pytest captures it ("Captured stderr").
                 faulthandler.dump_traceback(file=sys.__stderr__, all_threads=True)
