@@ -61,9 +61,7 @@ def produce_share(
     out.put((start, time.time(), count if not (left or errors) else -1, count * size))
 
 
-def consume_share(
-    bootstrap: str, topic: str, window: dict[int, int], go: Event, out: Any
-) -> None:
+def consume_share(bootstrap: str, topic: str, window: dict[int, int], go: Event, out: Any) -> None:
     """Read the last ``window[p]`` records of each partition p given."""
     consumer = ck.Consumer({"bootstrap.servers": bootstrap, **CONSUMER_CONF})
     ends, starts = {}, []

@@ -12,6 +12,8 @@ epochlog_activate
 
 echo "== ruff check src tests bench"
 ruff check src tests bench
+echo "== ruff format --check src tests bench"
+ruff format --check src tests bench
 
 echo "== pytest"
 rc=0

@@ -22,5 +22,7 @@ def test_many_clients_benchmark_runs_in_a_tiny_mode() -> None:
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     for op in ("produce", "consume"):
         for size in ("100 B", "1024 B"):
-            assert any(op in line and size in line and "of mock" in line
-                       for line in done.stdout.splitlines()), done.stdout
+            assert any(
+                op in line and size in line and "of mock" in line
+                for line in done.stdout.splitlines()
+            ), done.stdout

@@ -59,9 +59,7 @@ class KafkaPythonAdmin:
             entries=[
                 E(
                     entity=[E.EntityData(entity_type=t, entity_name=n) for t, n in entity],
-                    ops=[
-                        E.OpData(key=k, value=v or 0.0, remove=v is None) for k, v in ops.items()
-                    ],
+                    ops=[E.OpData(key=k, value=v or 0.0, remove=v is None) for k, v in ops.items()],
                 )
                 for entity, ops in entries
             ],
@@ -294,8 +292,16 @@ def test_epochlog_quotas_command(broker: BrokerProcess) -> None:
     assert quotas("describe", "--entity-type", "users").splitlines() == [
         "Quota configs for user-principal <default> are producer_byte_rate=500000.0"
     ]
-    assert quotas("describe", "--entity-type", "users", "--entity-name", "alice",
-                  "--entity-type", "clients", "--json") == json.dumps(  # fmt: skip
+    assert quotas(
+        "describe",
+        "--entity-type",
+        "users",
+        "--entity-name",
+        "alice",
+        "--entity-type",
+        "clients",
+        "--json",
+    ) == json.dumps(  # fmt: skip
         [
             {
                 "entity": {"user": "alice", "client-id": "<default>"},

@@ -68,7 +68,7 @@ def test_a_read_given_up_by_its_reader_leaves_its_bytes_for_the_next() -> None:
     async def scenario() -> None:
         server, client, conn = await connected()
         payload = os.urandom(2 * DIRECT_READ_BYTES)
-        client.write(payload[:DIRECT_READ_BYTES + 10])
+        client.write(payload[: DIRECT_READ_BYTES + 10])
         await client.drain()
         with pytest.raises(TimeoutError):
             async with asyncio.timeout(0.3):
