@@ -187,7 +187,7 @@ class GroupMember(threading.Thread):
             state += (
                 f" [coordinator state={coordinator.state} {coordinator._generation}"
                 f" rejoin_needed={coordinator.rejoin_needed} rejoining={coordinator.rejoining}"
-                f" join_task={None if join is None else join.state}"
+                f" join_task={'none' if join is None else 'done' if join.is_done else 'pending'}"
                 f" heartbeat_enabled={coordinator._heartbeat_enabled}"
             )
             now = time.monotonic()
