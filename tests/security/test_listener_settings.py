@@ -169,6 +169,16 @@ def test_the_inter_broker_listener_defaults_to_plaintext_as_kafka(tmp_path: Path
             {"listener.name.plaintext.num.partitions": "3"},
             "listener.name.plaintext.num.partitions: num.partitions cannot be set per listener",
         ),
+        *(
+            ({name: "x"}, f"{name}: not a security setting epochlog knows")
+            for name in (
+                "ssl.cipher.suites",
+                "sasl.server.callback.handler.class",
+                "authorizer.acl.cache.size",
+                "security.providers",
+                "principal.builder.class",
+            )
+        ),
     ],
 )
 def test_a_setting_the_broker_cannot_honour_stops_it_naming_the_setting(

@@ -33,10 +33,15 @@ def parse_properties(text: str) -> dict[str, str]:
     return props
 
 
+# Names under these a broker would otherwise only warn of and ignore.
+SECURITY_PREFIXES = ("ssl.", "sasl.", "authorizer.", "security.", "principal.builder.")
+
+
 class BrokerConfig:
     """A broker's settings, parsed once against the registry (epochlog.settings.broker):
     a bad value stops the broker at startup, naming the setting; an unknown name is
-    kept in ``unknown`` for the broker to warn of at startup, as Kafka does."""
+    kept in ``unknown`` for the broker to warn of at startup, as Kafka does, unless it
+    is a security setting: one the broker would ignore must stop it, never downgrade."""
 
     def __init__(
         self,
@@ -80,6 +85,11 @@ class BrokerConfig:
             for listener, values in overrides.items()
         }
         unknown = tuple(sorted(name for name in plain if name not in BROKER))
+        for name in unknown:
+            if name.startswith(SECURITY_PREFIXES):
+                raise SettingError(
+                    name, "not a security setting epochlog knows, so it cannot be honoured"
+                )
         known = {name: value for name, value in plain.items() if name in BROKER}
         return cls(BROKER.parse(known), parsed, unknown)
 
