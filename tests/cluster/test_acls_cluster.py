@@ -43,14 +43,14 @@ def _leader(admin: AdminClient) -> tuple[int, list[int]]:
     return partition.leader, list(partition.isrs)
 
 
-def _alices_acls(admin_conf: dict[str, str], port: int) -> int:
-    """How many ACLs of alice the broker on ``port`` answers DescribeAcls with
+def acls_answered(admin_conf: dict[str, str], port: int, principal: str) -> int:
+    """How many ACLs of ``principal`` the broker on ``port`` answers DescribeAcls with
     (epochlog's admin asks its bootstrap broker)."""
 
     async def ask() -> int:
         admin = AsyncAdmin({**admin_conf, "bootstrap.servers": f"127.0.0.1:{port}"}, real_seams())
         try:
-            return len(await admin.describe_acls(AclBindingFilter(principal="User:alice")))
+            return len(await admin.describe_acls(AclBindingFilter(principal=principal)))
         finally:
             await admin.close()
 
@@ -113,7 +113,7 @@ def test_brokers_replicate_and_elect_over_ssl_as_super_users_with_acls_on(
         # authorizer).
         for port in ssl_ports.values():
             eventually(
-                lambda port=port: _alices_acls(conf("admin"), port) == len(bindings),
+                lambda port=port: acls_answered(conf("admin"), port, "User:alice") == len(bindings),
                 30,
                 f"the broker on {port} to follow the ACLs",
             )

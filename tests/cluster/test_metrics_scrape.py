@@ -1,8 +1,9 @@
 """/metrics of real broker processes through a produce, a consumer's fetch, a leader
 kill and an unclean election: the counters move by exactly what happened (records in,
-bytes out, the ISR shrink, one unclean election, the diverged range truncated into
-quarantine on each returning replica), and every scrape, taken all along from a thread
-of its own, parses with prometheus_client's parser."""
+bytes out, the ISR shrink, one unclean election, a partition offline while its
+replicas are down and then elected cleanly, a fetch in the old epoch fenced, the
+diverged range truncated into quarantine on each returning replica), and every scrape,
+taken all along from a thread of its own, parses with prometheus_client's parser."""
 
 from __future__ import annotations
 
@@ -23,6 +24,11 @@ OLD_END = len(FIRST) + len(LOST)
 SETTINGS = {"zookeeper.session.timeout.ms": "30000"}
 MESSAGES_IN = "kafka_server_brokertopicmetrics_messagesin_total"
 UNCLEAN = "kafka_controller_controllerstats_uncleanleaderelections_total"
+ELECTIONS = "kafka_controller_controllerstats_leaderelectionrateandtimems_count"
+OFFLINE = "kafka_controller_kafkacontroller_offlinepartitionscount"
+FENCED = "epochlog_fenced_requests_total"
+# Led by the two replicas that die, without unclean election: offline until they return.
+CLEAN_ONLY = "clean-only"
 PARTITION = {"topic": TOPIC, "partition": "0"}
 
 
@@ -81,6 +87,7 @@ def test_metrics_move_as_a_produce_fetch_leader_kill_and_unclean_election_happen
             unclean_leader_election_enable="true",
             min_insync_replicas="1",
         )
+        cluster.create_topic(CLEAN_ONLY, assignment=[[leader, other]])
         _, old_epoch = cluster.leader(TOPIC)
         assert metrics(leader).value("epochlog_partition_leader_epoch", **PARTITION) == old_epoch
 
@@ -155,6 +162,17 @@ def test_metrics_move_as_a_produce_fetch_leader_kill_and_unclean_election_happen
         assert on_lagging.value("epochlog_partition_leader_epoch", **PARTITION) == new_epoch
         assert on_lagging.total(MESSAGES_IN, topic=TOPIC) == 0
         eventually(
+            lambda: metrics(lagging).value(OFFLINE) == 1,
+            30,
+            f"the new controller to count {CLEAN_ONLY} offline",
+        )
+        elections_while_offline = metrics(lagging).value(ELECTIONS)
+        assert elections_while_offline >= 1  # the unclean one, at least
+        # A read in the old epoch is fenced, and counted as such.
+        assert metrics(lagging).total(FENCED, error="FENCED_LEADER_EPOCH") == 0
+        assert cluster.fetch_error(lagging, TOPIC, 0, 0, old_epoch) == 74
+        assert metrics(lagging).value(FENCED, request="Fetch", error="FENCED_LEADER_EPOCH") == 1
+        eventually(
             lambda: cluster.list_offsets(lagging, TOPIC).error == 0,
             30,
             "the unclean leader to serve offsets",
@@ -199,6 +217,11 @@ def test_metrics_move_as_a_produce_fetch_leader_kill_and_unclean_election_happen
             "the new leader to report the partition fully replicated",
         )
         assert metrics(lagging).value("kafka_server_replicamanager_isrexpands_total") >= 1
+        # The replicas of the offline partition are back: it is elected cleanly.
+        eventually(lambda: metrics(lagging).value(OFFLINE) == 0, 60, f"{CLEAN_ONLY} online")
+        back = metrics(lagging)
+        assert back.value(ELECTIONS) > elections_while_offline
+        assert back.value(UNCLEAN) == unclean_before + 1
         scraper.stop()
         assert scraper.failures == []
         assert scraper.scrapes > 0

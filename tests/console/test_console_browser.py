@@ -91,6 +91,7 @@ def test_console_follows_elections_and_shows_the_truncation(tmp_path: Path) -> N
             row = text_of(driver, f'#brokers tr[data-broker="{b.broker_id}"]')
             assert f"127.0.0.1:{b.port}" in row, row
         assert text_of(driver, "#controller") == str(controller)
+        assert text_of(driver, "#metastore") == f"sqlite://{tmp_path}/metastore.db"
         screenshot(driver, tmp_path, "overview")
 
         open_page(driver, "topics")

@@ -79,6 +79,8 @@ def test_state_and_events_serve_the_snapshot(module_broker: BrokerProcess) -> No
         assert state["error"] is None and state["allow_actions"] is False
         snapshot = state["snapshot"]
         assert [b["port"] for b in snapshot["brokers"]] == [module_broker.port]
+        # The broker runs on the embedded default, named by its settings (DescribeConfigs).
+        assert snapshot["metastore"] == f"sqlite://{module_broker.log_dir}/metastore.db"
         (topic,) = [t for t in snapshot["topics"] if t["name"] == TOPIC]
         (p,) = topic["partitions"]
         assert (p["leader"], p["leader_epoch"], p["isr"]) == (0, 0, [0])

@@ -102,7 +102,9 @@ def test_produce_fetch_and_fenced_reads_show_in_the_scrape_exactly(tmp_path: Pat
             assert s.value(requests, request="FetchConsumer", version="12") == 2
             assert s.total(requests, request="FetchFollower") == 0
             assert s.value(requests, request="ListOffsets", version="7") == 1
-            assert s.value("kafka_network_requestmetrics_totaltimems_count", request="Fetch") == 2
+            time_count = "kafka_network_requestmetrics_totaltimems_count"
+            assert s.value(time_count, request="Fetch", version="12") == 2
+            assert s.value(time_count, request="Produce", version="9") == 1
             assert s.types["kafka_network_requestmetrics_totaltimems"] == "histogram"
             errors = "kafka_network_requestmetrics_errors_total"
             assert s.value(errors, request="Produce", error="NONE") == 1

@@ -228,7 +228,7 @@ def test_produce_without_write_is_refused_and_nothing_is_appended(
     assert end_offset(admin, "orders") == 20
 
 
-def test_fetch_without_read_is_refused_until_epochlog_acls_adds_it(
+def test_fetch_without_read_is_refused_until_epochlog_acls_adds_it_and_again_once_removed(
     acl_broker: tuple[BrokerProcess, int], user_certs: UserCerts, as_user: Any, tmp_path: Path
 ) -> None:
     admin, bob = as_user("admin"), as_user("bob")
@@ -253,12 +253,24 @@ def test_fetch_without_read_is_refused_until_epochlog_acls_adds_it(
     listed = epochlog_acls(user_certs, acl_broker[1], tmp_path, "list", "--topic", "ledger")
     assert "name=ledger, patternType=LITERAL" in listed and "operation=READ" in listed
 
+    # Removed again: bob's read is refused as before, and the ACL is no longer listed.
+    removed = epochlog_acls(
+        user_certs, acl_broker[1], tmp_path, "remove", "--allow-principal", "User:bob",
+        "--operation", "Read", "--topic", "ledger",
+    )  # fmt: skip
+    assert "operation=READ" in removed, removed
+    listed = epochlog_acls(user_certs, acl_broker[1], tmp_path, "list", "--topic", "ledger")
+    assert "operation=READ" not in listed and "operation=DESCRIBE" in listed, listed
+    values, errors = read(bob, "ledger", 5)
+    assert values == [] and ck.KafkaError.TOPIC_AUTHORIZATION_FAILED in errors
+
 
 def test_offsets_for_leader_epoch_needs_describe_from_a_client_and_cluster_action_from_a_replica(
     acl_broker: tuple[BrokerProcess, int], user_certs: UserCerts, as_user: Any
 ) -> None:
     admin = as_user("admin")
     create_topic(admin, "epochs")
+    assert produce(admin, "epochs", 3) == [None] * 3
 
     def ask(replica_id: int) -> tuple[int, int]:
         request = OffsetForLeaderEpochRequest(
@@ -278,9 +290,10 @@ def test_offsets_for_leader_epoch_needs_describe_from_a_client_and_cluster_actio
         part = answer.topics[0].partitions[0]
         return part.error_code, part.end_offset
 
-    assert ask(-1)[0] == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    # Refused, the epoch's end withheld (UNDEFINED_EPOCH_OFFSET).
+    assert ask(-1) == (ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1)
     add_acls(admin, allow("User:bob", AclOperation.DESCRIBE, "epochs"))
-    assert ask(-1) == (ErrorCode.NONE, 0)
+    assert ask(-1) == (ErrorCode.NONE, 3)
     # As a replica bob needs CLUSTER_ACTION, which DESCRIBE on the topic is not.
     assert ask(1)[0] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     add_acls(
@@ -298,6 +311,9 @@ def test_a_group_without_read_is_refused_until_allowed(
     add_acls(admin, allow("User:alice", AclOperation.READ, "events"))
     values, errors = read(alice, "events", 3, group="readers")
     assert values == [] and errors == [ck.KafkaError.GROUP_AUTHORIZATION_FAILED]
+    # Nothing of the group was made: no member joined, no offset committed.
+    groups = AdminClient(admin).list_consumer_groups().result(BOUND_S)
+    assert "readers" not in {g.group_id for g in groups.valid}
     add_acls(admin, allow("User:alice", AclOperation.READ, "readers", ResourceType.GROUP))
     values, errors = read(alice, "events", 3, group="readers")
     assert (values, errors) == ([b"v0", b"v1", b"v2"], [])

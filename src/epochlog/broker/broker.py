@@ -24,7 +24,7 @@ from epochlog.coordinator.coordinator import GroupCoordinator
 from epochlog.coordinator.hashing import OFFSETS_TOPIC
 from epochlog.coordinator.settings import CoordinatorSettings
 from epochlog.metadata.model import BrokerEndpoint, PartitionState, TopicMetadata, topic_name_error
-from epochlog.metastore import Metastore, open_metastore
+from epochlog.metastore import Metastore, configured_uri, open_metastore
 from epochlog.metrics.endpoint import MetricsEndpoint
 from epochlog.metrics.requests import RequestMetrics
 from epochlog.protocol.errors import ErrorCode, KafkaError
@@ -53,15 +53,9 @@ log = logging.getLogger("epochlog.broker")
 
 
 def metastore_uri(config: BrokerConfig) -> str:
-    """``metastore`` (a URI), else Kafka's ``zookeeper.connect``, else an embedded
-    SQLite file beside the first log directory's data."""
-    uri = config["metastore"]
-    if uri:
-        return uri
-    zookeeper = config["zookeeper.connect"]
-    if zookeeper:
-        return f"zk://{zookeeper}"
-    return "sqlite://" + os.path.join(os.path.abspath(config.log_dirs[0]), "metastore.db")
+    return configured_uri(
+        config["metastore"], config["zookeeper.connect"], os.path.abspath(config.log_dirs[0])
+    )
 
 
 class Broker:

@@ -40,6 +40,7 @@ from epochlog.client.lookup import (
 )
 from epochlog.client.metadata import Cluster
 from epochlog.client.security import client_network
+from epochlog.protocol.config_resources import ConfigResource
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.seams import Seams
 
@@ -215,16 +216,28 @@ class AsyncAdmin(
         _raise_for(result.error_code, result.error_message or name)
 
     async def describe_topic_configs(self, name: str) -> dict[str, str]:
+        return await self._describe_configs(await self._any(), ConfigResource.TOPIC, name, None)
+
+    async def describe_broker_configs(
+        self, broker_id: int, keys: list[str] | None = None
+    ) -> dict[str, str]:
+        """The settings ``broker_id`` runs with (all, or only ``keys``), asked of it."""
+        conn = await self.broker(broker_id)
+        return await self._describe_configs(conn, ConfigResource.BROKER, str(broker_id), keys)
+
+    async def _describe_configs(
+        self, conn: BrokerConnection, resource_type: int, name: str, keys: list[str] | None
+    ) -> dict[str, str]:
         request = DescribeConfigsRequest(
             resources=[
                 DescribeConfigsRequest.DescribeConfigsResource(
-                    resource_type=2, resource_name=name, configuration_keys=None
+                    resource_type=resource_type, resource_name=name, configuration_keys=keys
                 )
             ],
             include_synonyms=False,
             include_documentation=False,
         )
-        (result,) = (await (await self._any()).send(request, 4)).results
+        (result,) = (await conn.send(request, 4)).results
         _raise_for(result.error_code, result.error_message or name)
         return {c.name: c.value for c in result.configs}
 
@@ -234,7 +247,7 @@ class AsyncAdmin(
         request = IncrementalAlterConfigsRequest(
             resources=[
                 resource(
-                    resource_type=2,
+                    resource_type=ConfigResource.TOPIC,
                     resource_name=name,
                     configs=[
                         resource.AlterableConfig(name=k, config_operation=0, value=v)

@@ -20,6 +20,7 @@ from epochlog.client.admin import (
     TopicInfo,
 )
 from epochlog.client.errors import ClientError, TopicPartition
+from epochlog.metastore import configured_uri
 from epochlog.protocol.errors import KafkaError
 from epochlog.seams import Clock
 from epochlog.seams.waiting import with_timeout
@@ -29,6 +30,7 @@ T = TypeVar("T")
 REQUEST_BOUND_S = 2.0
 INTERNAL_PREFIX = "__"
 FAILURES = (KafkaError, ClientError, OSError, TimeoutError, KeyError)
+METASTORE_SETTINGS = ["metastore", "zookeeper.connect", "log.dirs"]
 
 
 class Snapshotter:
@@ -42,6 +44,7 @@ class Snapshotter:
         self._known: list[int] = []  # the brokers of the last answer
         # (topic id, topic, partition) -> the leader epoch whose end is known to the view.
         self._epochs: dict[tuple[str, str, int], int] = {}
+        self._metastore: str | None = None
 
     async def _bounded(self, call: Awaitable[T]) -> T:
         return await with_timeout(self.clock, call, REQUEST_BOUND_S)
@@ -78,6 +81,7 @@ class Snapshotter:
             "time_ms": self.clock.time_ms(),
             "cluster_id": cluster.cluster_id,
             "controller": cluster.controller_id,
+            "metastore": await self._metastore_of(cluster),
             "brokers": [
                 {"id": b, "host": host, "port": port, "rack": cluster.racks.get(b)}
                 for b, (host, port) in sorted(cluster.brokers.items())
@@ -85,6 +89,22 @@ class Snapshotter:
             "topics": topics,
             "groups": await self._groups(high_watermarks),
         }
+
+    async def _metastore_of(self, cluster: ClusterInfo) -> str | None:
+        """The metastore the brokers' settings name (DescribeConfigs of the broker that
+        answered Metadata), asked until once answered: a running broker keeps its own."""
+        if self._metastore is None and cluster.brokers:
+            broker = self._preferred if self._preferred in cluster.brokers else min(cluster.brokers)
+            try:
+                asked = self.admin.describe_broker_configs(broker, METASTORE_SETTINGS)
+                settings = await self._bounded(asked)
+            except FAILURES:
+                return None
+            log_dir = (settings.get("log.dirs") or "").split(",")[0]
+            self._metastore = configured_uri(
+                settings.get("metastore") or "", settings.get("zookeeper.connect") or "", log_dir
+            )
+        return self._metastore
 
     async def _topic(self, cluster: ClusterInfo, topic: TopicInfo) -> dict[str, Any]:
         partitions = await asyncio.gather(

@@ -34,6 +34,16 @@ from epochlog.seams import Clock
 from epochlog.settings.broker import BROKER
 
 
+def configured_uri(metastore: str, zookeeper_connect: str, first_log_dir: str) -> str:
+    """The metastore a broker's settings name: ``metastore`` (a URI), else Kafka's
+    ``zookeeper.connect``, else an embedded SQLite file in the first log directory."""
+    if metastore:
+        return metastore
+    if zookeeper_connect:
+        return f"zk://{zookeeper_connect}"
+    return "sqlite://" + first_log_dir.rstrip("/") + "/metastore.db"
+
+
 async def open_metastore(
     uri: str,
     clock: Clock,
@@ -90,5 +100,6 @@ __all__ = [
     "Transaction",
     "Watch",
     "WatchEvent",
+    "configured_uri",
     "open_metastore",
 ]

@@ -30,8 +30,8 @@ class RequestMetrics:
         self.total_time = Histogram(
             "kafka_network_requestmetrics_totaltimems",
             "Time from a request's frame read to its answer handed to the connection, in "
-            "milliseconds (Kafka's TotalTimeMs), by API.",
-            ["request"],
+            "milliseconds (Kafka's TotalTimeMs), by API and version.",
+            ["request", "version"],
             buckets=TOTAL_TIME_BUCKETS_MS,
             registry=registry,
         )
@@ -83,7 +83,8 @@ class RequestMetrics:
                 child.inc(count)
 
     def _api_children(self, request: str, version: int) -> tuple[Any, Any]:
-        children = (self.requests.labels(request, str(version)), self.total_time.labels(request))
+        labels = (request, str(version))
+        children = (self.requests.labels(*labels), self.total_time.labels(*labels))
         self._per_api[(request, version)] = children
         return children
 

@@ -13,14 +13,12 @@ from epochlog.broker.broker_configs import Described, describe_broker_configs
 from epochlog.broker.handlers.context import HandlerContext
 from epochlog.broker.topic_configs import describe_topic_configs
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
+from epochlog.protocol.config_resources import ConfigResource
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.security.api_rules import refusal
 from epochlog.security.session import Session
 
 API = api(ApiKey.DESCRIBE_CONFIGS, 1, 4)
-
-TOPIC_RESOURCE = 2
-BROKER_RESOURCE = 4
 
 
 def _topic_configs(broker: HandlerContext, name: str) -> list[Described] | None:
@@ -33,17 +31,17 @@ async def handle(
 ) -> Any:
     results = []
     for resource in request.resources:
-        if resource.resource_type == TOPIC_RESOURCE:
+        if resource.resource_type == ConfigResource.TOPIC:
             name = resource.resource_name
             refused = refusal(broker.authorizer, session, ApiKey.DESCRIBE_CONFIGS, "topic", name)
         else:
             refused = refusal(broker.authorizer, session, ApiKey.DESCRIBE_CONFIGS, "cluster")
         if refused != ErrorCode.NONE:
             configs, missing = None, refused
-        elif resource.resource_type == TOPIC_RESOURCE:
+        elif resource.resource_type == ConfigResource.TOPIC:
             configs = _topic_configs(broker, resource.resource_name)
             missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        elif resource.resource_type == BROKER_RESOURCE:
+        elif resource.resource_type == ConfigResource.BROKER:
             missing = ErrorCode.INVALID_REQUEST
             try:
                 configs = describe_broker_configs(broker, resource.resource_name)

@@ -12,6 +12,7 @@ from kafka.protocol.admin import IncrementalAlterConfigsResponse
 from epochlog.broker.handlers.context import HandlerContext
 from epochlog.broker.topic_configs import alter_configs, config_refusal, refused_answer
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
+from epochlog.protocol.config_resources import ConfigResource
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.security.session import Session
 from epochlog.settings.broker import BROKER
@@ -21,7 +22,6 @@ from epochlog.settings.topic import TOPIC
 API = api(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1)
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-TOPIC_RESOURCE = 2
 
 
 def _list_change(configs: dict[str, str], change: Any, registry: Registry) -> str:
@@ -70,7 +70,7 @@ async def _alter(
     refused = config_refusal(broker, session, ApiKey.INCREMENTAL_ALTER_CONFIGS, resource)
     if refused is not None:
         return refused_answer(answer, refused)
-    registry = TOPIC if resource.resource_type == TOPIC_RESOURCE else BROKER
+    registry = TOPIC if resource.resource_type == ConfigResource.TOPIC else BROKER
     return await alter_configs(
         broker, resource, lambda current: _apply(current, resource.configs or [], registry),
         validate_only, answer,

@@ -35,6 +35,7 @@ function fill(tbody, rows) {
 function renderOverview(snapshot) {
   document.getElementById("cluster-id").textContent = snapshot.cluster_id ?? "-";
   document.getElementById("controller").textContent = snapshot.controller;
+  document.getElementById("metastore").textContent = snapshot.metastore ?? "-";
   fill(document.querySelector("#brokers tbody"), snapshot.brokers.map((b) =>
     el("tr", { "data-broker": b.id },
       cell(b.id), cell(`${b.host}:${b.port}`), cell(b.rack ?? "-"),
