@@ -117,6 +117,7 @@ def test_metrics_move_as_a_produce_fetch_leader_kill_and_unclean_election_happen
         assert cluster.fetch_error(leader, TOPIC, 0, 0, old_epoch) == 0
         on_leader = metrics(leader)
         assert on_leader.value(bytes_out, topic=TOPIC) == log_size
+        assert on_leader.value("epochlog_topic_messages_out_total", topic=TOPIC) == len(FIRST)
         # The followers' fetches are counted apart from the consumer's, as in Kafka.
         requests = "kafka_network_requestmetrics_requests_total"
         assert on_leader.value(requests, request="FetchConsumer", version="12") == 1

@@ -51,8 +51,9 @@ def test_read_starts_at_the_batch_containing_the_offset(open_log):
     log = open_log()
     log.append_as_leader(batch(5), 0)
     log.append_as_leader(batch(5), 0)
-    hs = headers_of(slice_bytes(log.read(7, 1 << 20)))
-    assert [h.base_offset for h in hs] == [5]
+    read = log.read(7, 1 << 20)
+    assert [h.base_offset for h in headers_of(slice_bytes(read))] == [5]
+    assert read.next_offset == 10
     assert log.read(10, 1 << 20).slices == []
 
 
@@ -60,8 +61,9 @@ def test_read_respects_max_offset(open_log):
     log = open_log()
     for _ in range(4):
         log.append_as_leader(batch(2), 0)
-    hs = headers_of(slice_bytes(log.read(0, 1 << 20, max_offset=4)))
-    assert [h.base_offset for h in hs] == [0, 2]
+    read = log.read(0, 1 << 20, max_offset=4)
+    assert [h.base_offset for h in headers_of(slice_bytes(read))] == [0, 2]
+    assert read.next_offset == 4
     hs = headers_of(slice_bytes(log.read(0, 1 << 20, max_offset=5)))
     assert [h.base_offset for h in hs] == [0, 2, 4]
     assert log.read(4, 1 << 20, max_offset=4).slices == []
@@ -73,7 +75,9 @@ def test_read_respects_max_bytes_with_whole_batches_and_min_one_batch(open_log):
         log.append_as_leader(batch(1, size=100), 0)
     one = read_header(slice_bytes(log.read(0, 1 << 20))).size
     assert log.read(0, 2 * one + 10).size == 2 * one
+    assert log.read(0, 2 * one + 10).next_offset == 2
     assert log.read(0, one - 1, min_one_batch=True).size == one
+    assert log.read(0, one - 1, min_one_batch=True).next_offset == 1
     assert log.read(0, one - 1, min_one_batch=False).slices == []
 
 
@@ -146,6 +150,7 @@ def test_large_reads_use_the_index_and_return_many_whole_batches(open_log):
         assert len(hs) == 50 and hs[0].base_offset == start - start % 2
         first = hs[0].base_offset
         assert [h.base_offset for h in hs] == list(range(first, first + 100, 2))
+        assert result.next_offset == first + 100  # whether the index or the scan ended it
     hs = headers_of(slice_bytes(log.read(0, 1 << 20, max_offset=121)))
     assert hs[-1].base_offset == 120
 

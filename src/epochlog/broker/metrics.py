@@ -103,6 +103,15 @@ class BrokerCollector(Collector):
             for topic in sorted(counts):
                 family.add_metric([topic], counts[topic])
             yield family
+        # Kafka has no such metric, hence epochlog's name.
+        out = CounterMetricFamily(
+            "epochlog_topic_messages_out",
+            "Offsets sent to consumers (not replicas) from their fetch offsets on, by topic.",
+            labels=["topic"],
+        )
+        for topic in sorted(stats.messages_out):
+            out.add_metric([topic], stats.messages_out[topic])
+        yield out
 
     def _logs(self, partitions: list[Partition]) -> Iterator[Metric]:
         families = {

@@ -13,13 +13,17 @@ class BrokerTopicStats:
         self.messages_in: dict[str, int] = defaultdict(int)
         self.bytes_in: dict[str, int] = defaultdict(int)
         self.bytes_out: dict[str, int] = defaultdict(int)
+        self.messages_out: dict[str, int] = defaultdict(int)
 
     def appended(self, topic: str, records: int, size: int) -> None:
         """An append as leader (Kafka's MessagesInPerSec and BytesInPerSec)."""
         self.messages_in[topic] += records
         self.bytes_in[topic] += size
 
-    def fetched(self, topic: str, size: int) -> None:
+    def fetched(self, topic: str, offsets: int, size: int) -> None:
         """Record bytes sent to a consumer; replicas' fetches are replication, not out
-        (Kafka's BytesOutPerSec)."""
+        (Kafka's BytesOutPerSec). Kafka counts no messages out: here they are the offsets
+        a consumer got from its fetch offset on (read from batch headers, as the bytes
+        go out unparsed; control records and compacted gaps count too)."""
         self.bytes_out[topic] += size
+        self.messages_out[topic] += offsets

@@ -42,6 +42,8 @@ class PartitionData:
     current_leader: tuple[int, int] | None = None
     preferred_read_replica: int = -1
     aborted_transactions: list[tuple[int, int]] | None = None
+    # Offsets the records carry from the fetch offset on: counted, never encoded.
+    offsets_sent: int = 0
 
     @property
     def records_size(self) -> int:

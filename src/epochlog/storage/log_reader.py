@@ -81,15 +81,18 @@ class LogReader:
             first_position, first = found
             if first.base_offset >= limit_offset:
                 return empty
-            size = self._extent(segment, first_position, first, max_bytes, limit_offset)
+            size, next_offset = self._extent(
+                segment, first_position, first, max_bytes, limit_offset
+            )
             if size == 0:
                 if not min_one_batch:
                     return empty
-                size = first.size
+                size, next_offset = first.size, first.next_offset
             # A log already found damaged in this run is checked on every read.
             again = bool(log.damage_cuts) or bool(log.holes)
             segment.check(first_position, first_position + size, again=again)
-            return ReadResult([FileSlice(segment.file, first_position, size)], start, end)
+            read = [FileSlice(segment.file, first_position, size)]
+            return ReadResult(read, start, end, next_offset)
         return empty
 
     def _extent(
@@ -99,8 +102,9 @@ class LogReader:
         first: BatchHeader,
         max_bytes: int,
         limit_offset: int,
-    ) -> int:
-        """Bytes of whole batches from ``position`` within both limits."""
+    ) -> tuple[int, int]:
+        """Bytes of whole batches from ``position`` within both limits, and the offset
+        after the last of them."""
         limit_position = position + max_bytes
         scan_from = position
         entry = segment.offset_index.floor_position(limit_position, limit_offset)
@@ -108,14 +112,14 @@ class LogReader:
             scan_from = entry[1]
         # Batches before an index entry within both limits are whole and within them.
         end = scan_from
+        next_offset = first.base_offset
         for batch_position, header in segment.iter_headers(scan_from):
-            if header.base_offset >= limit_offset:
-                break
             batch_end = batch_position + header.size
-            if batch_end > limit_position:
+            if header.base_offset >= limit_offset or batch_end > limit_position:
+                next_offset = header.base_offset
                 break
-            end = batch_end
-        return end - position
+            end, next_offset = batch_end, header.next_offset
+        return end - position, next_offset
 
     def _epoch(self, offset: int) -> int:
         return self._log.epoch_cache.epoch_for_offset(offset)

@@ -23,6 +23,8 @@ class ReadResult:
     slices: list[FileSlice] = field(default_factory=list)
     log_start_offset: int = 0
     log_end_offset: int = 0
+    # The offset after the last batch sent (with slices).
+    next_offset: int = 0
 
     @property
     def size(self) -> int:

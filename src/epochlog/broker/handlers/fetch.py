@@ -117,6 +117,7 @@ def _read_partition(
     if read.slices:
         size = sum(s.size for s in read.slices)
         result.records = list(read.slices)
+        result.offsets_sent = max(0, read.next_offset - fetch.fetch_offset)
         budget.read_any = True
         budget.remaining = max(0, budget.remaining - size)
         budget.total += size
@@ -374,7 +375,7 @@ async def handle(
         for topic in topics:
             for p in topic.partitions:
                 if p.records:
-                    stats.fetched(topic.name, p.records_size)
+                    stats.fetched(topic.name, p.offsets_sent, p.records_size)
     # Kafka counts the answer's top-level error (v7+) with each partition's.
     codes = [ErrorCode.NONE] if version >= 7 else []
     codes += [p.error_code for topic in topics for p in topic.partitions]
