@@ -177,6 +177,8 @@ def test_the_inter_broker_listener_defaults_to_plaintext_as_kafka(tmp_path: Path
                 "authorizer.acl.cache.size",
                 "security.providers",
                 "principal.builder.class",
+                "zookeeper.ssl.client.enable",
+                "zookeeper.set.acl",
             )
         ),
     ],

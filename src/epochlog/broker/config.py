@@ -33,8 +33,18 @@ def parse_properties(text: str) -> dict[str, str]:
     return props
 
 
-# Names under these a broker would otherwise only warn of and ignore.
-SECURITY_PREFIXES = ("ssl.", "sasl.", "authorizer.", "security.", "principal.builder.")
+# Names under these a broker would otherwise only warn of and ignore (ZooKeeper's TLS,
+# SASL and znode ACLs included: the metastore link has none of them).
+SECURITY_PREFIXES = (
+    "ssl.",
+    "sasl.",
+    "authorizer.",
+    "security.",
+    "principal.builder.",
+    "zookeeper.ssl.",
+    "zookeeper.sasl.",
+    "zookeeper.set.acl",
+)
 
 
 class BrokerConfig:
