@@ -217,21 +217,23 @@ def test_librdkafka_re_authenticates_and_keeps_working(
     assert got == [b"r-%d" % i for i in range(sent)]
 
 
-def test_kcat_produces_and_consumes_over_sasl_plaintext(
-    sasl_broker: tuple[BrokerProcess, dict[str, int]], module_certs: Certs, kcat: str
+@pytest.mark.parametrize("listener", ["SASL_PLAINTEXT", "SASL_SSL"])
+def test_kcat_produces_and_consumes_over_sasl(
+    sasl_broker: tuple[BrokerProcess, dict[str, int]], module_certs: Certs, kcat: str, listener: str
 ) -> None:
-    conf = librdkafka(sasl_broker[1], module_certs, "SCRAM-SHA-256", "carol", "SASL_PLAINTEXT")
-    create_topic(conf, "sasl-kcat")
-    options = ["-b", conf["bootstrap.servers"]]
-    for name in ("security.protocol", "sasl.mechanism", "sasl.username", "sasl.password"):
-        options += ["-X", f"{name}={conf[name]}"]
+    conf = librdkafka(sasl_broker[1], module_certs, "SCRAM-SHA-256", "carol", listener)
+    topic = f"sasl-kcat-{listener.lower()}"
+    create_topic(conf, topic)
+    options = ["-b", conf.pop("bootstrap.servers")]
+    for name, value in conf.items():
+        options += ["-X", f"{name}={value}"]
     lines = b"".join(b"line-%d\n" % i for i in range(100))
     produced = subprocess.run(
-        [kcat, "-P", "-t", "sasl-kcat", *options], input=lines, capture_output=True, timeout=BOUND_S
+        [kcat, "-P", "-t", topic, *options], input=lines, capture_output=True, timeout=BOUND_S
     )
     assert produced.returncode == 0, produced.stderr
     consumed = subprocess.run(
-        [kcat, "-C", "-t", "sasl-kcat", "-o", "beginning", "-e", "-q", *options],
+        [kcat, "-C", "-t", topic, "-o", "beginning", "-e", "-q", *options],
         capture_output=True,
         timeout=BOUND_S,
     )
