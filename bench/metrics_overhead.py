@@ -2,7 +2,8 @@
 scraped every second (as Prometheus would), as a ratio to a second broker in the same
 run that counts nothing (this program makes the request and topic counting no-ops and
 serves no endpoint; no setting turns counting off). Runs alternate between the two;
-the figure is the median of the per-run ratios.
+the figures are the medians of the per-run ratios: throughput, and the broker's own
+CPU for the same records (steadier where other work shares the cores).
 
     python bench/metrics_overhead.py [--runs 5] [--records 1000000] [--size 100]
 """
@@ -10,6 +11,7 @@ the figure is the median of the per-run ratios.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import threading
@@ -23,25 +25,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import BrokerProcess, fmt_rate, free_port, median  # noqa: E402
 from produce_consume import PRODUCER_CONF, produce  # noqa: E402
 
-# The broker's own entry point with nothing counted: the reference.
-_UNCOUNTED = (
-    "import sys;"
-    "import epochlog.broker.server as server;"
-    "from epochlog.metrics.requests import RequestMetrics;"
-    "from epochlog.metrics.topic_stats import BrokerTopicStats;"
-    "RequestMetrics.answered = lambda *args, **kwargs: None;"
-    "BrokerTopicStats.appended = lambda *args, **kwargs: None;"
-    "BrokerTopicStats.fetched = lambda *args, **kwargs: None;"
-    "server.error_codes = lambda *args, **kwargs: ();"
-    "from epochlog.cli.main import main;"
-    "sys.exit(main(sys.argv[1:]))"
-)
+# Put first on the reference broker's PYTHONPATH: its sitecustomize turns counting off.
+UNCOUNTED_HOOK = Path(__file__).resolve().parent / "uncounted"
 SCRAPE_INTERVAL_S = 1.0
 
 
 class UncountedBroker(BrokerProcess):
-    def command(self) -> list[str]:
-        return [sys.executable, "-c", _UNCOUNTED, *super().command()[1:]]
+    """The same command as the measured broker, with nothing counted."""
+
+    def __init__(self, log_dir: Path, output_dir: Path) -> None:
+        super().__init__(log_dir, output_dir)
+        path = [str(UNCOUNTED_HOOK), *filter(None, [os.environ.get("PYTHONPATH")])]
+        self.extra_env["PYTHONPATH"] = os.pathsep.join(path)
 
 
 class Scraper:
@@ -69,6 +64,12 @@ class Scraper:
             self.scrapes += 1
             if self._stop.wait(SCRAPE_INTERVAL_S):
                 return
+
+
+def cpu_seconds(broker: BrokerProcess) -> float:
+    """User and system CPU the broker process has used (/proc/<pid>/stat)."""
+    fields = Path(f"/proc/{broker.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def produce_seconds(broker: BrokerProcess, topic: str, count: int, size: int) -> float:
@@ -100,20 +101,24 @@ def main(argv: list[str] | None = None) -> int:
             )
             for broker in (scraped, reference):
                 produce_seconds(broker, "warm-up", 50_000, args.size)
-            ratios, rates, scrapes, scraped_bytes = [], [], 0, 0
+            ratios, cpu_ratios, rates, scrapes, scraped_bytes = [], [], [], 0, 0
             for run in range(args.runs):
                 topic = f"m-{run}"
                 order = [scraped, reference] if run % 2 == 0 else [reference, scraped]
-                seconds = {}
+                seconds, cpu = {}, {}
                 for broker in order:
+                    side = "on" if broker is scraped else "off"
+                    cpu_before = cpu_seconds(broker)
                     if broker is scraped:
                         with Scraper(metrics_port) as scraper:
-                            seconds["on"] = produce_seconds(broker, topic, args.records, args.size)
+                            seconds[side] = produce_seconds(broker, topic, args.records, args.size)
                         scrapes += scraper.scrapes
                         scraped_bytes = scraper.bytes // max(1, scraper.scrapes)
                     else:
-                        seconds["off"] = produce_seconds(broker, topic, args.records, args.size)
+                        seconds[side] = produce_seconds(broker, topic, args.records, args.size)
+                    cpu[side] = cpu_seconds(broker) - cpu_before
                 ratios.append(seconds["off"] / seconds["on"])
+                cpu_ratios.append(cpu["off"] / cpu["on"])
                 rates.append(args.records / seconds["on"])
             rate = median(rates)
             print(
@@ -122,6 +127,14 @@ def main(argv: list[str] | None = None) -> int:
                 f" {fmt_rate(rate, rate * args.size)}"
                 f"  {median(ratios):.3f} of uncounted (runs: "
                 + ", ".join(f"{r:.3f}" for r in ratios)
+                + ")",
+                flush=True,
+            )
+            # CPU per record is steadier than throughput on a shared machine.
+            print(
+                f"  broker CPU for the same records: uncounted / scraped"
+                f" {median(cpu_ratios):.3f} (runs: "
+                + ", ".join(f"{r:.3f}" for r in cpu_ratios)
                 + ")",
                 flush=True,
             )

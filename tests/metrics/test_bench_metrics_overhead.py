@@ -20,3 +20,4 @@ def test_metrics_overhead_benchmark_runs_in_a_tiny_mode() -> None:
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     assert "of uncounted" in done.stdout, done.stdout
     assert " scrapes of ~" in done.stdout, done.stdout
+    assert "broker CPU for the same records: uncounted / scraped" in done.stdout, done.stdout

@@ -107,6 +107,8 @@ class BrokerProcess:
         self.output_dir = Path(output_dir)
         self.settings = {k: str(v) for k, v in (settings or {}).items()}
         self.proc: subprocess.Popen[bytes] | None = None
+        # Environment variables of this broker's process on top of the test's.
+        self.extra_env: dict[str, str] = {}
         self.starts = 0
         self.log_path = self.output_dir / f"broker-{broker_id}.log"
 
@@ -143,7 +145,7 @@ class BrokerProcess:
         with open(self.log_path, "ab") as out:
             out.write(f"\n===== start #{self.starts}: {' '.join(self.command())}\n".encode())
             out.flush()
-            env = dict(os.environ, PYTHONUNBUFFERED="1")
+            env = dict(os.environ, PYTHONUNBUFFERED="1", **self.extra_env)
             self.proc = subprocess.Popen(
                 self.command(),
                 stdout=out,
