@@ -1,7 +1,6 @@
 """Imported at startup by the reference broker of bench/metrics_overhead.py (its
-PYTHONPATH starts here): it counts nothing. Through sitecustomize rather than a
-``python -c`` wrapper, so that both brokers run the same entry point: a ``-c`` broker
-measured about 10 % slower with nothing patched, which flattered the ratio."""
+PYTHONPATH starts here): it counts nothing. Through sitecustomize so that both brokers
+run the same command, the console script, and differ only in the counting."""
 
 from epochlog.broker import server
 from epochlog.metrics.requests import RequestMetrics
