@@ -200,16 +200,23 @@ def _with_room(producer: Producer, produce: Callable[[], T]) -> T:
 
 def produce_epochlog(bootstrap: str, topic: str, count: int, value: bytes) -> float:
     with Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONF}) as producer:
+        errors: list[BaseException] = []
+
+        def delivered(error: BaseException | None, _metadata: object) -> None:
+            if error is not None:
+                errors.append(error)
+
         start = time.perf_counter()
-        futures = [
-            _with_room(producer, lambda: producer.produce(topic, value, partition=0))
-            for _ in range(count)
-        ]
+        for _ in range(count):
+            _with_room(
+                producer,
+                lambda: producer.produce(topic, value, partition=0, on_delivery=delivered),
+            )
         # flush() waits for every record produced before it, the hand-off included.
         if not producer.flush(PASS_LIMIT_S):
             raise RuntimeError("epochlog producer: flush left records undelivered")
-        if any(f.exception() is not None for f in futures):
-            raise RuntimeError("epochlog producer: records failed")
+        if errors:
+            raise RuntimeError(f"epochlog producer: records failed: {errors[0]}")
         return time.perf_counter() - start
 
 

@@ -323,14 +323,15 @@ def test_fetch_position_inside_a_batch_and_batches_below_it() -> None:
     assert walk_batches(data, 16)[0].base_offset == 16
 
 
-def test_a_fetch_handing_out_a_few_records_leaves_numba_unloaded() -> None:
+def test_a_fetch_handing_out_a_few_records_leaves_numba_unloaded(tmp_path: Path) -> None:
     """The Spark source's planning reads the last record of a large batch in a fresh
     process each query: loading numba (about 0.3 s) would cost more than the decode."""
+    fetched = tmp_path / "fetched.bin"
+    fetched.write_bytes(build_batch([(None, b"v", [], 0)] * 5000))
     code = (
         "import sys\n"
         "from epochlog.client.arrow_batches import decode_fetched\n"
-        "from epochlog.protocol.records import build_batch\n"
-        "data = build_batch([(None, b'v', [], 0)] * 5000)\n"
+        f"data = open({str(fetched)!r}, 'rb').read()\n"
         "assert decode_fetched(data, 't', 0, 4999)[0].num_rows == 1\n"
         "print('numba' in sys.modules)\n"
     )

@@ -40,7 +40,7 @@ def test_epochlog_writes_what_confluent_kafka_reads(
     with Producer(
         {"bootstrap.servers": module_broker.bootstrap, "compression.type": codec}
     ) as producer:
-        futures = [producer.produce(topic, r.value, r.key, 0, r.headers, r.timestamp) for r in recs]
+        futures = [producer.send(topic, r.value, r.key, 0, r.headers, r.timestamp) for r in recs]
         assert producer.flush(120)
         assert [f.result(60).offset for f in futures] == list(range(COUNT))
     assert_same_records(recs, confluent_consume(module_broker.bootstrap, topic, COUNT))
@@ -69,7 +69,7 @@ def test_keys_land_where_librdkafka_murmur2_random_puts_them(module_broker: Brok
         )
     assert producer.flush(60) == 0
     with Producer({"bootstrap.servers": module_broker.bootstrap}) as ours:
-        futures = {k: ours.produce(topic, b"v", k) for k in keys}
+        futures = {k: ours.send(topic, b"v", k) for k in keys}
         assert ours.flush(60)
         mine = {k: f.result(60).partition for k, f in futures.items()}
     assert mine == theirs

@@ -175,6 +175,6 @@ def test_sends_outside_a_transaction_are_refused(module_broker: BrokerProcess) -
     try:
         producer.init_transactions(30)
         with pytest.raises(TransactionError):
-            producer.produce("anything", b"x").result(10)
+            producer.send("anything", b"x").result(10)
     finally:
         producer.close()

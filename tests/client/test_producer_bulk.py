@@ -200,9 +200,9 @@ def test_sync_produce_batch_keeps_order_with_produce(module_broker: Any) -> None
 
     create_topic(module_broker.bootstrap, "sync-bulk", 1)
     with Producer({"bootstrap.servers": module_broker.bootstrap}) as p:
-        first = p.produce("sync-bulk", b"first", partition=0)
+        first = p.send("sync-bulk", b"first", partition=0)
         bulk = p.produce_batch("sync-bulk", [b"b%d" % i for i in range(100)], partition=0)
-        last = p.produce("sync-bulk", b"last", partition=0)
+        last = p.send("sync-bulk", b"last", partition=0)
         result = bulk.result(120)
         assert [m.offset for m in result] == list(range(1, 101))
         assert first.result(120).offset == 0

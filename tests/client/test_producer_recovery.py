@@ -208,7 +208,9 @@ def test_sync_producer_reports_a_record_too_large_to_its_callback(module_broker)
     create_topic(module_broker.bootstrap, "big", 1)
     seen: list[BaseException | None] = []
     with Producer({"bootstrap.servers": module_broker.bootstrap, "max.request.size": 500}) as p:
-        future = p.produce("big", b"x" * 600, on_delivery=lambda err, meta: seen.append(err))
+        p.produce("big", b"x" * 600, on_delivery=lambda err, meta: seen.append(err))
+        future = p.send("big", b"y" * 600)
         with pytest.raises(RecordTooLargeError, match="max.request.size"):
             future.result(120)
+        assert p.flush(120)
     assert len(seen) == 1 and isinstance(seen[0], RecordTooLargeError)

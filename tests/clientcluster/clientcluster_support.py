@@ -133,8 +133,7 @@ def produce(
         {"bootstrap.servers": bootstrap, "linger.ms": 50, "enable.idempotence": False}
     ) as producer:
         futures = [
-            producer.produce(topic, value, key, partition, timestamp=ts)
-            for key, value, ts in records
+            producer.send(topic, value, key, partition, timestamp=ts) for key, value, ts in records
         ]
         assert producer.flush(CALL_BOUND_S)
         return [f.result(CALL_BOUND_S).offset for f in futures]

@@ -33,7 +33,7 @@ READ_BOUND_S = 120.0
 
 def epochlog_produce(bootstrap: str, topic: str, recs: list[Rec], codec: str) -> list[int]:
     with Producer({"bootstrap.servers": bootstrap, "compression.type": codec}) as producer:
-        futures = [producer.produce(topic, r.value, r.key, 0, r.headers, r.timestamp) for r in recs]
+        futures = [producer.send(topic, r.value, r.key, 0, r.headers, r.timestamp) for r in recs]
         assert producer.flush(READ_BOUND_S)
         return [f.result(READ_BOUND_S).offset for f in futures]
 
@@ -130,7 +130,7 @@ def test_keys_land_where_librdkafka_and_kafka_python_put_them(
     finally:
         kp.close(30)
     with Producer({"bootstrap.servers": bootstrap}) as ours:
-        futures = {k: ours.produce(topic, b"v", k) for k in keys}
+        futures = {k: ours.send(topic, b"v", k) for k in keys}
         assert ours.flush(60)
         mine = {k: f.result(60).partition for k, f in futures.items()}
     assert mine == librdkafka

@@ -29,7 +29,7 @@ def produce(
     """Produce with acks=all and return each record's (partition, offset)."""
     with Producer({"bootstrap.servers": bootstrap, "linger.ms": 5}) as producer:
         futures = [
-            producer.produce(
+            producer.send(
                 topic,
                 value=v,
                 key=None if keys is None else keys[i],

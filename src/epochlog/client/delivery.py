@@ -23,7 +23,8 @@ class Deliveries:
     (against ``queue.buffering.max.messages``) and threads waiting on a result."""
 
     def __init__(self, limit: int) -> None:
-        self.condition = threading.Condition(threading.Lock())
+        self.lock = threading.Lock()
+        self.condition = threading.Condition(self.lock)
         self.limit = limit
         # Counted up by the producing threads (under the lock) and by the loop thread
         # alone (without it): answering a record takes no lock unless somebody waits.
@@ -38,14 +39,18 @@ class Deliveries:
     def take_room(self, records: int) -> None:
         """Refuse records the queue has no room for, as librdkafka's QUEUE_FULL does:
         the caller flushes and tries again."""
-        with self.condition:
-            unanswered = self._taken - self._answered
-            if unanswered + records > self.limit:
-                raise BufferError(
-                    f"queue full: {unanswered} records not answered yet "
-                    f"(queue.buffering.max.messages={self.limit})"
-                )
-            self._taken += records
+        with self.lock:  # the condition's own lock, without its Python-level __enter__
+            self.take_room_locked(records)
+
+    def take_room_locked(self, records: int) -> None:
+        """``take_room`` for a caller holding ``lock``."""
+        unanswered = self._taken - self._answered
+        if unanswered + records > self.limit:
+            raise BufferError(
+                f"queue full: {unanswered} records not answered yet "
+                f"(queue.buffering.max.messages={self.limit})"
+            )
+        self._taken += records
 
     def answered(self, records: int) -> None:
         """On the producer's loop thread only, where every future is answered."""

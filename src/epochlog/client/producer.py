@@ -165,6 +165,16 @@ class AsyncProducer(TransactionalApi):
                 return self._awaiting.hold(topic, value, key, partition, headers, timestamp, now)
             return self._append(topic, value, key, partition, headers, timestamp, count)
 
+    def appends_now(self, topic: str) -> bool:
+        """Whether a record for ``topic`` would be appended without waiting (the sender
+        started, the topic's metadata known, nobody queued ahead)."""
+        return not (
+            self._sender is None
+            or self._enqueue_lock.locked()
+            or topic in self._awaiting
+            or self._cluster.cache.partition_count(topic) is None
+        )
+
     def append_now(
         self,
         topic: str,
@@ -181,10 +191,8 @@ class AsyncProducer(TransactionalApi):
         sender started, the topic known, nobody queued ahead). False: call ``send``."""
         if self._txn is not None:
             self._txn.check_send()
-        if self._sender is None or self._enqueue_lock.locked() or topic in self._awaiting:
-            return False
         count = self._cluster.cache.partition_count(topic)
-        if count is None:
+        if count is None or not self.appends_now(topic):
             return False
         self._append(topic, value, key, partition, headers, timestamp, count, waiter)
         return True

@@ -86,14 +86,20 @@ class _SyncClient:
 
 
 class Producer(_SyncClient):
-    """confluent-kafka-like: ``produce`` with an ``on_delivery`` callback, ``flush``.
+    """confluent-kafka-like: ``produce`` with an ``on_delivery`` callback, ``flush``;
+    kafka-python-like ``send``, which returns a future per record.
 
-    ``produce`` only appends to a hand-off queue; one drain task on the producer's loop
-    moves every waiting record into the AsyncProducer, so a burst of records costs one
-    thread wake-up, not one per record, and call order is kept."""
+    Both only append to a hand-off queue; one drain task on the producer's loop moves
+    every waiting record into the AsyncProducer, so a burst of records costs one thread
+    wake-up, not one per record, and call order is kept. A run of ``produce`` calls for
+    one topic goes in as one ``send_many``, and its callbacks are called in one loop
+    once its batches are answered: no object per record on the way in."""
 
     def __init__(self, config: Mapping[str, object]) -> None:
-        self._handoff: deque[_Handoff | _BatchHandoff] = deque()
+        self._handoff: deque[_Handoff | _BatchHandoff | _Run] = deque()
+        # The run produce() appends to, until anything else is handed off (guarded by
+        # the deliveries' lock, taken anyway to count the record).
+        self._open_run: _Run | None = None
         self._drain_lock = threading.Lock()
         self._draining = False
         self._drain_task: asyncio.Task[None] | None = None
@@ -116,11 +122,38 @@ class Producer(_SyncClient):
         headers: Headers | None = None,
         timestamp: int | None = None,
         on_delivery: DeliveryCallback | None = None,
+    ) -> None:
+        """Enqueue a record, as confluent-kafka's ``produce``: ``on_delivery(error,
+        metadata)`` runs on the producer's thread when it is answered, exactly once
+        (delivered or failed). BufferError if the queue is full."""
+        with self._deliveries.lock:
+            self._deliveries.take_room_locked(1)
+            run = self._open_run
+            if run is None or run.topic != topic:
+                run = self._open_run = _Run(topic)
+                self._handoff.append(run)
+            run.values.append(value)
+            run.keys.append(key)
+            run.partitions.append(partition)
+            run.headers.append(headers)
+            run.timestamps.append(timestamp)
+            run.callbacks.append(on_delivery)
+        if not self._draining:
+            self._wake_drain()
+
+    def send(
+        self,
+        topic: str,
+        value: bytes | None = None,
+        key: bytes | None = None,
+        partition: int | None = None,
+        headers: Headers | None = None,
+        timestamp: int | None = None,
     ) -> DeliveryFuture[RecordMetadata]:
-        """Enqueue a record; the callback runs on the producer's thread when answered,
-        exactly once (delivered or failed). BufferError if the queue is full."""
+        """Enqueue a record, as kafka-python's ``send``: its future gives the record's
+        RecordMetadata or its error. BufferError if the queue is full."""
         self._deliveries.take_room(1)
-        done: DeliveryFuture[RecordMetadata] = DeliveryFuture(self._deliveries, 1, on_delivery)
+        done: DeliveryFuture[RecordMetadata] = DeliveryFuture(self._deliveries, 1)
         self._hand_off(_Handoff(topic, value, key, partition, headers, timestamp, done))
         return done
 
@@ -146,9 +179,13 @@ class Producer(_SyncClient):
         """Queue for the producer's thread; wake its drain unless one is running. A
         running drain looks at the queue again after it lowers its flag, so the flag is
         read without the lock: no lock per record shared with the loop thread."""
-        self._handoff.append(item)
-        if self._draining:
-            return
+        with self._deliveries.lock:  # later produce() calls go after it, in a new run
+            self._open_run = None
+            self._handoff.append(item)
+        if not self._draining:
+            self._wake_drain()
+
+    def _wake_drain(self) -> None:
         with self._drain_lock:
             start = not self._draining
             self._draining = True
@@ -170,10 +207,17 @@ class Producer(_SyncClient):
 
     async def _drain(self) -> None:
         append_now = self._producer.append_now
+        handoff = self._handoff
         while True:
-            while self._handoff:
-                item = self._handoff.popleft()
-                if type(item) is not _Handoff:
+            while handoff:
+                item = handoff.popleft()
+                if type(item) is _Run:
+                    with self._deliveries.lock:  # no produce() appends to it from now on
+                        if self._open_run is item:
+                            self._open_run = None
+                    await self._send_run(item)
+                    continue
+                if type(item) is _BatchHandoff:
                     await self._send_batch(item)
                     continue
                 try:  # the record's future is its batch's waiter: no coroutine, no task
@@ -193,6 +237,43 @@ class Producer(_SyncClient):
                 if self._draining:  # ... unless its produce() started a drain of its own
                     return
                 self._draining = True
+
+    async def _send_run(self, run: _Run) -> None:
+        """Consecutive ``produce`` calls for one topic, enqueued as one ``send_many`` when
+        nothing needs waiting for; otherwise (the producer starting, the topic's metadata
+        to come, a record refused at send time) each as ``send`` enqueues it."""
+        topic, n = run.topic, len(run.values)
+        if self._producer.appends_now(topic):
+            try:
+                result = await self._producer.send_many(
+                    topic,
+                    run.values,
+                    None if run.keys.count(None) == n else run.keys,
+                    _one_or_each(run.partitions),
+                    None if run.headers.count(None) == n else run.headers,
+                    None if run.timestamps.count(None) == n else run.timestamps,
+                )
+            except Exception:  # noqa: BLE001 - each record is tried alone, and so answered
+                pass
+            else:
+                result.on_settled = functools.partial(self._delivered, run.callbacks)
+                return
+        for i in range(n):
+            done: DeliveryFuture[RecordMetadata] = DeliveryFuture(
+                self._deliveries, 1, run.callbacks[i]
+            )
+            record = (run.values[i], run.keys[i], run.partitions[i], run.headers[i])
+            await self._send(_Handoff(topic, *record, run.timestamps[i], done))
+
+    def _delivered(self, callbacks: list[DeliveryCallback | None], result: SendManyResult) -> None:
+        """A run's callbacks, called on the loop thread once all its batches are answered."""
+        for callback, (error, metadata) in zip(callbacks, result.outcomes(), strict=True):
+            if callback is not None:
+                try:
+                    callback(error, metadata)
+                except Exception:  # a callback's bug must not stop other deliveries
+                    log.exception("on_delivery callback failed")
+        self._deliveries.answered(len(callbacks))
 
     async def _send(self, item: _Handoff) -> None:
         """A record that must wait (the producer starting, its topic's metadata)."""
@@ -294,6 +375,29 @@ class _Handoff:
     headers: Headers | None
     timestamp: int | None
     done: DeliveryFuture[RecordMetadata]
+
+
+class _Run:
+    """Consecutive ``produce`` calls for one topic, kept as columns: no object per call
+    (a tuple per call, with its callback in it, stayed tracked by the cyclic collector,
+    and each full collection walked the whole backlog)."""
+
+    __slots__ = ("topic", "values", "keys", "partitions", "headers", "timestamps", "callbacks")
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        self.values: list[bytes | None] = []
+        self.keys: list[bytes | None] = []
+        self.partitions: list[int | None] = []
+        self.headers: list[Headers | None] = []
+        self.timestamps: list[int | None] = []
+        self.callbacks: list[DeliveryCallback | None] = []
+
+
+def _one_or_each(partitions: list[int | None]) -> int | list[int | None] | None:
+    """send_many's ``partition``: one for all when every record names the same."""
+    first = partitions[0]
+    return first if partitions.count(first) == len(partitions) else partitions
 
 
 def _answer(done: DeliveryFuture[T], fut: asyncio.Future[T]) -> None:

@@ -13,9 +13,11 @@ as a ``KafkaError``, never as an IndexError or similar.
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import crc32c
@@ -302,6 +304,9 @@ def validate_records(batch: Buffer) -> None:
 
 # --- building ----------------------------------------------------------------------
 
+# Up to this many records the Python encoder is as quick as the compiled one with its
+# columns to gather, and a client of small batches never pays for loading numba.
+_SCALAR_UP_TO = 64
 _HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
 _CRC_STRUCT = struct.Struct(">I")
 _EMPTY_HEADER = bytes(_batch.HEADER_SIZE)
@@ -336,6 +341,46 @@ def build_batch(
     """
     if not records:
         raise ValueError("a record batch needs at least one record")
+    compiled = _compiled_section(records) if len(records) > _SCALAR_UP_TO else None
+    if compiled is not None:
+        body, base_timestamp, max_timestamp = compiled
+    else:
+        body, base_timestamp, max_timestamp = _records_section(records, now_ms)
+    count = len(records)
+    if compression:
+        body = _compress(compression, body)
+    attributes = compression
+    if timestamp_type_log_append:
+        attributes |= _batch.TIMESTAMP_TYPE_BIT
+    if is_transactional:
+        attributes |= _batch.TRANSACTIONAL_BIT
+    if is_control:
+        attributes |= _batch.CONTROL_BIT
+    out = bytearray(_EMPTY_HEADER)
+    out += body
+    _HEADER_STRUCT.pack_into(
+        out,
+        0,
+        base_offset,
+        len(out) - _batch.LOG_OVERHEAD,
+        partition_leader_epoch,
+        2,
+        0,
+        attributes,
+        count - 1,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        count,
+    )
+    _CRC_STRUCT.pack_into(out, _batch.CRC, crc32c.crc32c(memoryview(out)[_batch.ATTRIBUTES :]))
+    return bytes(out)
+
+
+def _records_section(records: Sequence[Any], now_ms: int | None) -> tuple[bytes, int, int]:
+    """The records section in Python: (bytes, base timestamp, max timestamp)."""
     pieces: list[bytes] = []
     add = pieces.append
     extend = pieces.extend
@@ -397,35 +442,24 @@ def build_batch(
         record = b"".join(fields)
         add(enc(len(record)))
         add(record)
-    body = b"".join(pieces)
-    count = len(records)
-    if compression:
-        body = _compress(compression, body)
-    attributes = compression
-    if timestamp_type_log_append:
-        attributes |= _batch.TIMESTAMP_TYPE_BIT
-    if is_transactional:
-        attributes |= _batch.TRANSACTIONAL_BIT
-    if is_control:
-        attributes |= _batch.CONTROL_BIT
-    out = bytearray(_EMPTY_HEADER)
-    out += body
-    _HEADER_STRUCT.pack_into(
-        out,
-        0,
-        base_offset,
-        len(out) - _batch.LOG_OVERHEAD,
-        partition_leader_epoch,
-        2,
-        0,
-        attributes,
-        count - 1,
-        base_timestamp,
-        max_timestamp,
-        producer_id,
-        producer_epoch,
-        base_sequence,
-        count,
-    )
-    _CRC_STRUCT.pack_into(out, _batch.CRC, crc32c.crc32c(memoryview(out)[_batch.ATTRIBUTES :]))
-    return bytes(out)
+    assert base_timestamp is not None and max_timestamp is not None
+    return b"".join(pieces), base_timestamp, max_timestamp
+
+
+def _compiled_section(records: Sequence[Any]) -> tuple[bytes, int, int] | None:
+    """``_records_section`` by the compiled encoder, for records that are tuples without
+    headers and with their timestamps; None for any other (the Python encoder's)."""
+    if type(records[0]) is not tuple:
+        return None
+    keys, values, headers, stamps = zip(*records, strict=True)
+    if any(headers) or None in stamps:
+        return None
+    return _encoder().encode_records(keys, values, stamps)
+
+
+@functools.cache
+def _encoder() -> ModuleType:
+    """``record_encode``, imported (and numba loaded) only once a large batch is built."""
+    from epochlog.protocol import record_encode
+
+    return record_encode
