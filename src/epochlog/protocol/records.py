@@ -14,6 +14,7 @@ as a ``KafkaError``, never as an IndexError or similar.
 from __future__ import annotations
 
 import functools
+import operator
 import struct
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -451,10 +452,18 @@ def _compiled_section(records: Sequence[Any]) -> tuple[bytes, int, int] | None:
     headers and with their timestamps; None for any other (the Python encoder's)."""
     if type(records[0]) is not tuple:
         return None
-    keys, values, headers, stamps = zip(*records, strict=True)
+    # Column by column, not zip(*records): that holds an iterator per record, which a
+    # collection during the zip promotes, and enough promoted objects bring on full
+    # collections of the whole heap (38% of a producer's time, py-spy and gc.callbacks).
+    headers = list(map(_HEADERS, records))
+    stamps = list(map(_TIMESTAMP, records))
     if any(headers) or None in stamps:
         return None
+    keys, values = list(map(_KEY, records)), list(map(_VALUE, records))
     return _encoder().encode_records(keys, values, stamps)
+
+
+_KEY, _VALUE, _HEADERS, _TIMESTAMP = map(operator.itemgetter, range(4))
 
 
 @functools.cache
