@@ -5,6 +5,8 @@ fails the call's future, and a retried batch is stored once."""
 
 from __future__ import annotations
 
+import asyncio
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ from inprocess_broker import run, running_broker
 
 from epochlog.client import AsyncConsumer, AsyncProducer, DeliveryError, TopicPartition
 from epochlog.client.admin import AsyncAdmin
+from epochlog.client.produce_batch import SendManyResult, _Batch, fill_batches
 from epochlog.client.producer import RecordTooLargeError
 from epochlog.protocol.errors import ErrorCode
 
@@ -211,3 +214,41 @@ def test_sync_produce_batch_keeps_order_with_produce(module_broker: Any) -> None
         with pytest.raises(RecordTooLargeError):
             too_big.result(120)
         assert p.flush(120)
+
+
+class StoppedClock:
+    def time_ms(self) -> int:
+        return 1_700_000_000_000
+
+    def monotonic(self) -> float:
+        return 0.0
+
+
+@pytest.mark.parametrize("room", [300, 1000, 5000])
+def test_values_to_one_partition_are_batched_as_record_by_record(room: int) -> None:
+    """fill_batches' path for plain values to one partition (bisecting running sizes)
+    fills the same batches, in the same order, as its record-by-record path."""
+    clock = StoppedClock()
+    sizes = [0, 5, 70, 199, 1200, 3, 400, 250, 10_000, 1, 64]
+    values = [b"x" * sizes[i % len(sizes)] for i in range(400)]
+
+    def filled(fixed: int | None, chosen: list[int] | None) -> list[list[tuple[Any, ...]]]:
+        loop = asyncio.new_event_loop()
+        try:
+            result = SendManyResult(loop.create_future())
+            queues: dict[TopicPartition, Any] = {}
+            # An open batch already holding a record, as a produce() before would leave.
+            queues[TopicPartition("t", 2)] = deque([_Batch(TopicPartition("t", 2), 0.0)])
+            opened = queues[TopicPartition("t", 2)][0]
+            opened.records.append((None, b"earlier", (), 1))
+            opened.size = 27
+            fill_batches(result, queues, "t", values, None, fixed, chosen, None, None, 3,
+                         lambda *_: 2, clock, room)  # fmt: skip
+            placed = zip(result._batches, result._indexes, strict=True)
+            assert [b.records[i][1] for b, i in placed] == values
+            assert result._pending == len(queues[TopicPartition("t", 2)])
+            return [[(len(r[1]), r[3]) for r in b.records] for b in queues[TopicPartition("t", 2)]]
+        finally:
+            loop.close()
+
+    assert filled(2, None) == filled(None, [2] * len(values))

@@ -6,9 +6,11 @@ Apart from producer.py so it stays readable."""
 from __future__ import annotations
 
 import asyncio
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate, repeat
 from typing import Any, NamedTuple, overload
 
 from epochlog.client.errors import DeliveryError, TopicPartition
@@ -212,6 +214,11 @@ def fill_batches(
     when full, ``room`` bytes each), with what is looked up per record hoisted out of
     the loop: ``fixed`` is one partition for all, ``chosen`` one per record, neither
     means ``pick`` by key. ``result`` learns each record's batch and index."""
+    plain = keys is None and headers is None and timestamps is None
+    if fixed is not None and plain and None not in values:
+        tp = TopicPartition(topic, fixed)
+        _fill_one_partition(result, queues, tp, values, clock, room)  # type: ignore[arg-type]
+        return
     batches, indexes = result._batches, result._indexes
     now = clock.time_ms()
     monotonic = clock.monotonic
@@ -264,3 +271,43 @@ def fill_batches(
         batch.size += size
         batches.append(batch)
         indexes.append(len(records) - 1)
+
+
+def _fill_one_partition(
+    result: SendManyResult,
+    queues: dict[TopicPartition, deque[_Batch]],
+    tp: TopicPartition,
+    values: Sequence[bytes],
+    clock: Clock,
+    room: int,
+) -> None:
+    """``fill_batches`` for values alone, to one partition, stamped now (what a run of
+    ``produce`` calls mostly is): batch by batch, how many fit found by bisecting the
+    running total of their sizes, instead of record by record."""
+    now = clock.time_ms()
+    queue = queues.get(tp)
+    if queue is None:
+        queue = queues[tp] = deque()
+    batch = queue[-1] if queue and queue[-1].payload is None else None
+    if batch is not None:
+        batch.bulks.append(result)
+        result._pending += 1
+    # totals[k]: the size of the first k records (summed in C: no Python call a record).
+    totals = list(accumulate(map(RECORD_OVERHEAD.__add__, map(len, values)), initial=0))
+    n, i = len(values), 0
+    while i < n:
+        if batch is None or (batch.records and batch.size + totals[i + 1] - totals[i] > room):
+            batch = _Batch(tp, clock.monotonic())
+            queue.append(batch)
+            batch.bulks.append(result)
+            result._pending += 1
+        # The records i..j-1 whose sizes, added to the batch's, stay within room.
+        j = bisect_right(totals, totals[i] + room - batch.size, lo=i + 1) - 1
+        j = max(j, i + 1)  # an empty batch takes one record whatever its size
+        records = batch.records
+        first = len(records)
+        records.extend(zip(repeat(None), values[i:j], repeat(()), repeat(now)))
+        batch.size += totals[j] - totals[i]
+        result._batches.extend(repeat(batch, j - i))
+        result._indexes.extend(range(first, first + j - i))
+        i = j
