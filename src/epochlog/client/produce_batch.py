@@ -6,9 +6,10 @@ Apart from producer.py so it stays readable."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from bisect import bisect_right
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, repeat
 from typing import Any, NamedTuple, overload
@@ -16,6 +17,8 @@ from typing import Any, NamedTuple, overload
 from epochlog.client.errors import DeliveryError, TopicPartition
 from epochlog.protocol.errors import ErrorCode
 from epochlog.seams import Clock
+
+log = logging.getLogger("epochlog.client.producer")
 
 # Per-record overhead beyond key, value and headers, for sizing batches.
 RECORD_OVERHEAD = 20
@@ -140,8 +143,8 @@ class SendManyResult(Sequence[RecordMetadata]):
         self._batches: list[_Batch] = []
         self._indexes: list[int] = []
         self._pending = 0
-        # Called once every batch is answered, whatever the answers: per-record outcomes
-        # (``outcomes``) are known then, where ``future`` may fail at the first error.
+        # Called once every batch is answered, whatever the answers: each record's outcome
+        # (``call_back``) is known then, where ``future`` may fail at the first error.
         self.on_settled: Callable[[SendManyResult], None] | None = None
 
     def __len__(self) -> int:
@@ -165,17 +168,27 @@ class SendManyResult(Sequence[RecordMetadata]):
             append_time if append_time >= 0 else batch.records[index][3],
         )
 
-    def outcomes(self) -> Iterator[tuple[BaseException | None, RecordMetadata | None]]:
-        """Each record's (error, metadata), in call order, once settled."""
+    def call_back(self, callbacks: Sequence[Callable[[Any, Any], None] | None]) -> None:
+        """Once settled: ``callbacks[i](error, metadata)`` for each record i (None: none),
+        in call order; a callback that raises is logged and the others still run."""
         make = tuple.__new__  # RecordMetadata without its Python-level __new__
-        for batch, index in zip(self._batches, self._indexes, strict=True):
-            if batch.error is not None:
-                yield batch.error, None
+        batches, indexes = self._batches, self._indexes
+        for i, callback in enumerate(callbacks):
+            if callback is None:
                 continue
-            tp, base, append_time = batch.tp, batch.base_offset, batch.append_time
-            offset = base + index if base >= 0 else -1
-            timestamp = append_time if append_time >= 0 else batch.records[index][3]
-            yield None, make(RecordMetadata, (tp.topic, tp.partition, offset, timestamp, None))
+            batch = batches[i]
+            try:
+                if batch.error is not None:
+                    callback(batch.error, None)
+                    continue
+                index, base, append_time = indexes[i], batch.base_offset, batch.append_time
+                timestamp = append_time if append_time >= 0 else batch.records[index][3]
+                offset = base + index if base >= 0 else -1
+                tp = batch.tp
+                metadata = make(RecordMetadata, (tp.topic, tp.partition, offset, timestamp, None))
+                callback(None, metadata)
+            except Exception:
+                log.exception("on_delivery callback failed")
 
     def _batch_done(self) -> None:
         self._pending -= 1

@@ -267,12 +267,7 @@ class Producer(_SyncClient):
 
     def _delivered(self, callbacks: list[DeliveryCallback | None], result: SendManyResult) -> None:
         """A run's callbacks, called on the loop thread once all its batches are answered."""
-        for callback, (error, metadata) in zip(callbacks, result.outcomes(), strict=True):
-            if callback is not None:
-                try:
-                    callback(error, metadata)
-                except Exception:  # a callback's bug must not stop other deliveries
-                    log.exception("on_delivery callback failed")
+        result.call_back(callbacks)
         self._deliveries.answered(len(callbacks))
 
     async def _send(self, item: _Handoff) -> None:

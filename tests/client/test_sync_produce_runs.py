@@ -1,0 +1,119 @@
+"""The sync Producer's ``produce`` (runs of calls enqueued as one send_many, callbacks
+called in one loop): every record gets exactly one callback, in call order, with its
+offset or its error; a callback that raises stops no other; ``send`` and
+``produce_batch`` between ``produce`` calls keep their place; keys still pick
+partitions; and the records arrive in order, each once (idempotence on)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+import pytest
+
+from epochlog.client import Consumer, Producer, TopicPartition
+from epochlog.client.producer import RecordMetadata
+from support.broker import BrokerProcess
+from support.clients import create_topic
+
+BOUND_S = 60
+
+
+def read_values(bootstrap: str, topic: str, partition: int, count: int) -> list[bytes]:
+    conf = {"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest"}
+    consumer = Consumer(conf)
+    consumer.assign([TopicPartition(topic, partition)])
+    got: list[bytes] = []
+    for _ in range(200):
+        got += [r.value for r in consumer.poll(0.2)]
+        if len(got) >= count:
+            break
+    consumer.close()
+    return got
+
+
+def test_every_record_gets_one_callback_in_order_and_a_raising_one_stops_none(
+    module_broker: BrokerProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    create_topic(module_broker.bootstrap, "runs", 1)
+    seen: list[tuple[int, BaseException | None, RecordMetadata | None]] = []
+    threads: set[str] = set()
+
+    def on_delivery(i: int) -> Any:
+        def delivered(error: BaseException | None, metadata: RecordMetadata | None) -> None:
+            seen.append((i, error, metadata))
+            threads.add(threading.current_thread().name)
+            if i % 1000 == 7:
+                raise RuntimeError("a callback's own bug")
+
+        return delivered
+
+    values = [b"v%05d" % i for i in range(20_000)]
+    conf = {"bootstrap.servers": module_broker.bootstrap, "linger.ms": 5, "batch.size": 50_000}
+    with caplog.at_level(logging.ERROR), Producer(conf) as producer:
+        for i, value in enumerate(values):
+            producer.produce("runs", value, partition=0, on_delivery=on_delivery(i))
+        assert producer.flush(BOUND_S)
+    assert [i for i, _, _ in seen] == list(range(len(values)))
+    assert all(error is None for _, error, _ in seen)
+    assert [m.offset for _, _, m in seen if m is not None] == list(range(len(values)))
+    assert {(m.topic, m.partition) for _, _, m in seen if m is not None} == {("runs", 0)}
+    assert threads == {"epochlog-producer"}
+    failed = [r for r in caplog.records if "on_delivery callback failed" in r.getMessage()]
+    assert len(failed) == 20
+    assert read_values(module_broker.bootstrap, "runs", 0, len(values)) == values
+
+
+def test_send_and_produce_batch_between_produce_calls_keep_their_place(
+    module_broker: BrokerProcess,
+) -> None:
+    create_topic(module_broker.bootstrap, "runs-mixed", 1)
+    order: list[bytes] = []
+    with Producer({"bootstrap.servers": module_broker.bootstrap}) as producer:
+        for round_ in range(50):
+            for i in range(3):
+                value = b"p%d-%d" % (round_, i)
+                producer.produce("runs-mixed", value, partition=0)
+                order.append(value)
+            value = b"s%d" % round_
+            producer.send("runs-mixed", value, partition=0)
+            order.append(value)
+            batch = [b"b%d-%d" % (round_, i) for i in range(2)]
+            producer.produce_batch("runs-mixed", batch, partition=0)
+            order += batch
+        assert producer.flush(BOUND_S)
+    assert read_values(module_broker.bootstrap, "runs-mixed", 0, len(order)) == order
+
+
+def test_a_refused_batch_fails_each_of_its_records_callbacks(module_broker: BrokerProcess) -> None:
+    create_topic(module_broker.bootstrap, "runs-small", 1, {"max.message.bytes": "2000"})
+    outcomes: list[BaseException | None] = []
+    conf = {"bootstrap.servers": module_broker.bootstrap, "linger.ms": 50, "retries": 0}
+    conf["enable.idempotence"] = False
+    with Producer(conf) as producer:
+        for _ in range(100):  # one batch of ~4 KB: over the topic's max.message.bytes
+            producer.produce(
+                "runs-small", b"x" * 40, partition=0, on_delivery=lambda e, _m: outcomes.append(e)
+            )
+        assert producer.flush(BOUND_S)
+    assert len(outcomes) == 100
+    assert all(error is not None for error in outcomes), outcomes[:3]
+
+
+def test_keys_pick_the_partitions_send_would(module_broker: BrokerProcess) -> None:
+    create_topic(module_broker.bootstrap, "runs-keyed", 4)
+    by_produce: dict[bytes, int] = {}
+    with Producer({"bootstrap.servers": module_broker.bootstrap}) as producer:
+        keys = [b"key-%d" % i for i in range(200)]
+        for key in keys:
+            producer.produce(
+                "runs-keyed",
+                b"v",
+                key=key,
+                on_delivery=lambda _e, m, key=key: by_produce.__setitem__(key, m.partition),
+            )
+        by_send = {key: producer.send("runs-keyed", b"v", key=key) for key in keys}
+        assert producer.flush(BOUND_S)
+    assert by_produce == {key: f.result(BOUND_S).partition for key, f in by_send.items()}
+    assert len(set(by_produce.values())) == 4
