@@ -263,15 +263,7 @@ def fill_batches(
                 timestamp = now
         st = state.get(p)
         if st is None:
-            tp = TopicPartition(topic, p)
-            queue = queues.get(tp)
-            if queue is None:
-                queue = queues[tp] = deque()
-            batch = queue[-1] if queue and queue[-1].payload is None else None
-            if batch is not None:
-                batch.bulks.append(result)
-                result._pending += 1
-            st = state[p] = [queue, batch]
+            st = state[p] = list(_open_batch(queues, TopicPartition(topic, p), result))
         batch = st[1]
         if batch is None or (batch.records and batch.size + size > room):
             batch = _Batch(TopicPartition(topic, p), monotonic())
@@ -298,13 +290,7 @@ def _fill_one_partition(
     ``produce`` calls mostly is): batch by batch, how many fit found by bisecting the
     running total of their sizes, instead of record by record."""
     now = clock.time_ms()
-    queue = queues.get(tp)
-    if queue is None:
-        queue = queues[tp] = deque()
-    batch = queue[-1] if queue and queue[-1].payload is None else None
-    if batch is not None:
-        batch.bulks.append(result)
-        result._pending += 1
+    queue, batch = _open_batch(queues, tp, result)
     # totals[k]: the size of the first k records (summed in C: no Python call a record).
     totals = list(accumulate(map(RECORD_OVERHEAD.__add__, map(len, values)), initial=0))
     n, i = len(values), 0
@@ -324,3 +310,18 @@ def _fill_one_partition(
         result._batches.extend(repeat(batch, j - i))
         result._indexes.extend(range(first, first + j - i))
         i = j
+
+
+def _open_batch(
+    queues: dict[TopicPartition, deque[_Batch]], tp: TopicPartition, result: SendManyResult
+) -> tuple[deque[_Batch], _Batch | None]:
+    """The partition's queue, and its last batch if still open (``result`` then has
+    records in it)."""
+    queue = queues.get(tp)
+    if queue is None:
+        queue = queues[tp] = deque()
+    batch = queue[-1] if queue and queue[-1].payload is None else None
+    if batch is not None:
+        batch.bulks.append(result)
+        result._pending += 1
+    return queue, batch

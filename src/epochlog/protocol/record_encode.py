@@ -42,6 +42,17 @@ def _put_varint(out: np.ndarray, pos: int, value: int) -> int:
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _put_bytes(out: np.ndarray, pos: int, src: np.ndarray, at: int, length: int) -> tuple[int, int]:
+    """A length-prefixed field (-1: null) copied from ``src`` at ``at``: (position in
+    ``out`` after it, position in ``src`` after it)."""
+    pos = _put_varint(out, pos, length)
+    if length <= 0:
+        return pos, at
+    out[pos : pos + length] = src[at : at + length]
+    return pos + length, at + length
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _body_size(index: int, delta: int, key_len: int, value_len: int) -> int:
     """A record's length after its own length varint: attributes, deltas, key, value,
     header count. A length of -1 is a null key or value."""
@@ -73,18 +84,8 @@ def _encode(
         out[pos] = 0  # attributes
         pos = _put_varint(out, pos + 1, deltas[i])
         pos = _put_varint(out, pos, i)
-        pos = _put_varint(out, pos, key_len)
-        for j in range(key_len):
-            out[pos + j] = keys[key_at + j]
-        if key_len > 0:
-            pos += key_len
-            key_at += key_len
-        pos = _put_varint(out, pos, value_len)
-        for j in range(value_len):
-            out[pos + j] = values[value_at + j]
-        if value_len > 0:
-            pos += value_len
-            value_at += value_len
+        pos, key_at = _put_bytes(out, pos, keys, key_at, key_len)
+        pos, value_at = _put_bytes(out, pos, values, value_at, value_len)
         out[pos] = 0  # no headers
         pos += 1
     return out
