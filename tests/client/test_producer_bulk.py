@@ -6,6 +6,7 @@ fails the call's future, and a retried batch is stored once."""
 from __future__ import annotations
 
 import asyncio
+import random
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -227,12 +228,13 @@ class StoppedClock:
 @pytest.mark.parametrize("room", [300, 1000, 5000])
 def test_values_to_one_partition_are_batched_as_record_by_record(room: int) -> None:
     """fill_batches' path for plain values to one partition (bisecting running sizes)
-    fills the same batches, in the same order, as its record-by-record path."""
+    fills the same batches, in the same order, as its record-by-record path, starting
+    from a batch left open."""
     clock = StoppedClock()
     sizes = [0, 5, 70, 199, 1200, 3, 400, 250, 10_000, 1, 64]
     values = [b"x" * sizes[i % len(sizes)] for i in range(400)]
 
-    def filled(fixed: int | None, chosen: list[int] | None) -> list[list[tuple[Any, ...]]]:
+    def filled(headers: list[None] | None) -> list[list[tuple[Any, ...]]]:
         loop = asyncio.new_event_loop()
         try:
             result = SendManyResult(loop.create_future())
@@ -242,7 +244,7 @@ def test_values_to_one_partition_are_batched_as_record_by_record(room: int) -> N
             opened = queues[TopicPartition("t", 2)][0]
             opened.records.append((None, b"earlier", (), 1))
             opened.size = 27
-            fill_batches(result, queues, "t", values, None, fixed, chosen, None, None, 3,
+            fill_batches(result, queues, "t", values, None, 2, None, headers, None, 3,
                          lambda *_: 2, clock, room)  # fmt: skip
             placed = zip(result._batches, result._indexes, strict=True)
             assert [b.records[i][1] for b, i in placed] == values
@@ -251,4 +253,43 @@ def test_values_to_one_partition_are_batched_as_record_by_record(room: int) -> N
         finally:
             loop.close()
 
-    assert filled(2, None) == filled(None, [2] * len(values))
+    # Headers given, even all None, keep the record-by-record path.
+    assert filled(None) == filled([None] * len(values))
+
+
+@pytest.mark.parametrize("with_keys", [False, True])
+def test_records_with_chosen_partitions_are_batched_as_record_by_record(with_keys: bool) -> None:
+    """fill_batches' path for records whose partitions are chosen (grouped by partition
+    with numpy) fills the same batches, and tells each record where it went in call
+    order, as its record-by-record path (taken when headers are given, even all None)."""
+    rng = random.Random(5)
+    n = 600
+    values = [b"x" * rng.choice([0, 3, 90, 300, 2000]) for _ in range(n)]
+    keys = [b"k%d" % i for i in range(n)] if with_keys else None
+    chosen = [rng.choice([0, 1, 3]) for _ in range(n)]
+
+    def filled(headers: list[None] | None) -> tuple[list[Any], list[Any]]:
+        loop = asyncio.new_event_loop()
+        try:
+            result = SendManyResult(loop.create_future())
+            queues: dict[TopicPartition, Any] = {}
+            fill_batches(result, queues, "t", values, keys, None, chosen, headers, None, 4,
+                         lambda *_: 0, StoppedClock(), 1000)  # fmt: skip
+            placed = [
+                (b.tp.partition, b.records[i][1], b.records[i][0])
+                for b, i in zip(result._batches, result._indexes, strict=True)
+            ]
+            batches = [
+                (tp.partition, b.size, b.records)
+                for tp, q in sorted(queues.items(), key=lambda item: item[0].partition)
+                for b in q
+            ]
+            assert result._pending == len(batches)
+            return placed, batches
+        finally:
+            loop.close()
+
+    grouped = filled(None)
+    assert grouped == filled([None] * n)
+    assert grouped[0] == list(zip(chosen, values, keys or [None] * n, strict=True))
+    assert len(grouped[1]) > 10  # many batches per partition

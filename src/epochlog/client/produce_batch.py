@@ -12,7 +12,10 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, repeat
+from operator import add, itemgetter
 from typing import Any, NamedTuple, overload
+
+import numpy as np
 
 from epochlog.client.errors import DeliveryError, TopicPartition
 from epochlog.protocol.errors import ErrorCode
@@ -227,10 +230,13 @@ def fill_batches(
     when full, ``room`` bytes each), with what is looked up per record hoisted out of
     the loop: ``fixed`` is one partition for all, ``chosen`` one per record, neither
     means ``pick`` by key. ``result`` learns each record's batch and index."""
-    plain = keys is None and headers is None and timestamps is None
-    if fixed is not None and plain and None not in values:
+    plain = headers is None and timestamps is None and None not in values
+    if plain and fixed is not None and keys is None:
         tp = TopicPartition(topic, fixed)
         _fill_one_partition(result, queues, tp, values, clock, room)  # type: ignore[arg-type]
+        return
+    if plain and chosen is not None and None not in chosen and (keys is None or None not in keys):
+        _fill_by_partition(result, queues, topic, values, keys, chosen, clock, room)  # type: ignore[arg-type]
         return
     batches, indexes = result._batches, result._indexes
     now = clock.time_ms()
@@ -278,21 +284,25 @@ def fill_batches(
         indexes.append(len(records) - 1)
 
 
-def _fill_one_partition(
+def _fill_partition(
     result: SendManyResult,
     queues: dict[TopicPartition, deque[_Batch]],
     tp: TopicPartition,
     values: Sequence[bytes],
+    keys: Sequence[bytes] | None,
+    now: int,
     clock: Clock,
     room: int,
-) -> None:
-    """``fill_batches`` for values alone, to one partition, stamped now (what a run of
-    ``produce`` calls mostly is): batch by batch, how many fit found by bisecting the
-    running total of their sizes, instead of record by record."""
-    now = clock.time_ms()
+) -> list[tuple[_Batch, int, int, int]]:
+    """Records of one partition (no null value or key, no headers, stamped ``now``)
+    appended batch by batch, how many fit found by bisecting the running total of
+    their sizes, instead of record by record. Per batch filled: (batch, index in it of
+    the first record put there, how many, position in ``values`` of the first)."""
     queue, batch = _open_batch(queues, tp, result)
+    sizes = map(len, values) if keys is None else map(add, map(len, values), map(len, keys))
     # totals[k]: the size of the first k records (summed in C: no Python call a record).
-    totals = list(accumulate(map(RECORD_OVERHEAD.__add__, map(len, values)), initial=0))
+    totals = list(accumulate(map(RECORD_OVERHEAD.__add__, sizes), initial=0))
+    filled = []
     n, i = len(values), 0
     while i < n:
         if batch is None or (batch.records and batch.size + totals[i + 1] - totals[i] > room):
@@ -304,12 +314,66 @@ def _fill_one_partition(
         j = bisect_right(totals, totals[i] + room - batch.size, lo=i + 1) - 1
         j = max(j, i + 1)  # an empty batch takes one record whatever its size
         records = batch.records
-        first = len(records)
-        records.extend(zip(repeat(None), values[i:j], repeat(()), repeat(now)))
+        filled.append((batch, len(records), j - i, i))
+        these_keys = repeat(None) if keys is None else keys[i:j]
+        records.extend(zip(these_keys, values[i:j], repeat(()), repeat(now)))
         batch.size += totals[j] - totals[i]
-        result._batches.extend(repeat(batch, j - i))
-        result._indexes.extend(range(first, first + j - i))
         i = j
+    return filled
+
+
+def _fill_one_partition(
+    result: SendManyResult,
+    queues: dict[TopicPartition, deque[_Batch]],
+    tp: TopicPartition,
+    values: Sequence[bytes],
+    clock: Clock,
+    room: int,
+) -> None:
+    """``fill_batches`` for values alone to one partition (what a run of ``produce``
+    calls mostly is)."""
+    filled = _fill_partition(result, queues, tp, values, None, clock.time_ms(), clock, room)
+    for batch, first, count, _ in filled:
+        result._batches.extend(repeat(batch, count))
+        result._indexes.extend(range(first, first + count))
+
+
+def _fill_by_partition(
+    result: SendManyResult,
+    queues: dict[TopicPartition, deque[_Batch]],
+    topic: str,
+    values: Sequence[bytes],
+    keys: Sequence[bytes] | None,
+    chosen: Sequence[int],
+    clock: Clock,
+    room: int,
+) -> None:
+    """``fill_batches`` for records with their partitions chosen (by key, or given), no
+    headers, stamped now (what the Spark sink sends): each partition's records, in call
+    order, filled as one; where each record went put back in call order by numpy."""
+    now = clock.time_ms()
+    n = len(values)
+    parts = np.fromiter(chosen, np.int64, n)
+    order = np.argsort(parts, kind="stable")
+    starts = np.flatnonzero(np.diff(parts[order])) + 1
+    placed_batches = np.empty(n, object)
+    placed_indexes = np.empty(n, np.int64)
+    for group in np.split(order, starts):
+        positions = group.tolist()
+        pick = itemgetter(*positions)
+        group_values = [pick(values)] if len(positions) == 1 else pick(values)
+        group_keys = None
+        if keys is not None:
+            group_keys = [pick(keys)] if len(positions) == 1 else pick(keys)
+        tp = TopicPartition(topic, int(parts[group[0]]))
+        for batch, first, count, at in _fill_partition(
+            result, queues, tp, group_values, group_keys, now, clock, room
+        ):
+            where = group[at : at + count]
+            placed_batches[where] = batch
+            placed_indexes[where] = np.arange(first, first + count)
+    result._batches.extend(placed_batches.tolist())
+    result._indexes.extend(placed_indexes.tolist())
 
 
 def _open_batch(

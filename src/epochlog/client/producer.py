@@ -144,11 +144,9 @@ class AsyncProducer(TransactionalApi):
         Records are enqueued in the order of the calls."""
         if self._txn is not None:
             self._txn.check_send()
-        if self._sender is not None and not self._enqueue_lock.locked():
-            # Started, metadata known, nobody waiting ahead: append without suspending.
-            count = self._cluster.cache.partition_count(topic)
-            if count is not None and topic not in self._awaiting:
-                return self._append(topic, value, key, partition, headers, timestamp, count)
+        count = self.partitions_now(topic)
+        if count is not None:  # append without suspending
+            return self._append(topic, value, key, partition, headers, timestamp, count)
         async with self._enqueue_lock:
             if self._closed:
                 raise RuntimeError("producer is closed")
@@ -165,15 +163,12 @@ class AsyncProducer(TransactionalApi):
                 return self._awaiting.hold(topic, value, key, partition, headers, timestamp, now)
             return self._append(topic, value, key, partition, headers, timestamp, count)
 
-    def appends_now(self, topic: str) -> bool:
-        """Whether a record for ``topic`` would be appended without waiting (the sender
-        started, the topic's metadata known, nobody queued ahead)."""
-        return not (
-            self._sender is None
-            or self._enqueue_lock.locked()
-            or topic in self._awaiting
-            or self._cluster.cache.partition_count(topic) is None
-        )
+    def partitions_now(self, topic: str) -> int | None:
+        """The topic's partition count if a record for it is appended without waiting
+        (the sender started, the metadata known, nobody queued ahead); else None."""
+        if self._sender is None or self._enqueue_lock.locked() or topic in self._awaiting:
+            return None
+        return self._cluster.cache.partition_count(topic)
 
     def append_now(
         self,
@@ -187,12 +182,11 @@ class AsyncProducer(TransactionalApi):
     ) -> bool:
         """``send`` without a coroutine or a future of its own, for a caller on the
         loop that brings its waiter (``done``/``set_result``/``set_exception``, as the
-        sync Producer's DeliveryFuture has): only when nothing needs waiting for (the
-        sender started, the topic known, nobody queued ahead). False: call ``send``."""
+        sync Producer's DeliveryFuture has), when ``partitions_now``. False: ``send``."""
         if self._txn is not None:
             self._txn.check_send()
-        count = self._cluster.cache.partition_count(topic)
-        if count is None or not self.appends_now(topic):
+        count = self.partitions_now(topic)
+        if count is None:
             return False
         self._append(topic, value, key, partition, headers, timestamp, count, waiter)
         return True

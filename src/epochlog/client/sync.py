@@ -243,7 +243,7 @@ class Producer(_SyncClient):
         nothing needs waiting for; otherwise (the producer starting, the topic's metadata
         to come, a record refused at send time) each as ``send`` enqueues it."""
         topic, n = run.topic, len(run.values)
-        if self._producer.appends_now(topic):
+        if self._producer.partitions_now(topic) is not None:
             try:
                 result = await self._producer.send_many(
                     topic,
