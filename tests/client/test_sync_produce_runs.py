@@ -117,3 +117,42 @@ def test_keys_pick_the_partitions_send_would(module_broker: BrokerProcess) -> No
         assert producer.flush(BOUND_S)
     assert by_produce == {key: f.result(BOUND_S).partition for key, f in by_send.items()}
     assert len(set(by_produce.values())) == 4
+
+
+def test_headers_given_as_an_iterator_arrive(module_broker: BrokerProcess) -> None:
+    create_topic(module_broker.bootstrap, "runs-headers", 1)
+    with Producer({"bootstrap.servers": module_broker.bootstrap}) as producer:
+        producer.produce("runs-headers", b"v", partition=0, headers=iter([("h", b"x")]))
+        assert producer.flush(BOUND_S)
+    consumer = Consumer(
+        {"bootstrap.servers": module_broker.bootstrap, "auto.offset.reset": "earliest"}
+    )
+    consumer.assign([TopicPartition("runs-headers", 0)])
+    got = []
+    for _ in range(100):
+        got += consumer.poll(0.2)
+        if got:
+            break
+    consumer.close()
+    assert [list(r.headers) for r in got] == [[("h", b"x")]]
+
+
+def test_a_record_that_cannot_be_encoded_fails_its_batch_and_the_rest_go_on(
+    module_broker: BrokerProcess,
+) -> None:
+    """A str value (confluent-kafka's produce takes one; this client wants bytes) fails
+    its batch's callbacks instead of leaving the partition in flight forever."""
+    create_topic(module_broker.bootstrap, "runs-typed", 1)
+    outcomes: list[BaseException | None] = []
+    with Producer({"bootstrap.servers": module_broker.bootstrap}) as producer:
+        producer.produce(
+            "runs-typed", "text", partition=0, on_delivery=lambda e, _m: outcomes.append(e)
+        )  # type: ignore[arg-type]
+        assert producer.flush(BOUND_S)
+        assert len(outcomes) == 1 and "cannot be encoded" in str(outcomes[0])
+        producer.produce(
+            "runs-typed", b"bytes", partition=0, on_delivery=lambda e, _m: outcomes.append(e)
+        )
+        assert producer.flush(BOUND_S)
+    assert outcomes[1] is None
+    assert read_values(module_broker.bootstrap, "runs-typed", 0, 1) == [b"bytes"]

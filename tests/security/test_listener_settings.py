@@ -65,6 +65,11 @@ def test_the_inter_broker_listener_defaults_to_plaintext_as_kafka(tmp_path: Path
     assert message.startswith("inter.broker.listener.name: PLAINTEXT is not one of")
 
 
+def test_a_zookeeper_security_switch_set_to_false_asks_for_nothing(tmp_path: Path) -> None:
+    given = {"zookeeper.set.acl": "false", "zookeeper.ssl.client.enable": "False"}
+    assert config(tmp_path, **given).unknown == ("zookeeper.set.acl", "zookeeper.ssl.client.enable")
+
+
 @pytest.mark.parametrize(
     ("given", "expected"),
     [

@@ -45,6 +45,8 @@ SECURITY_PREFIXES = (
     "zookeeper.sasl.",
     "zookeeper.set.acl",
 )
+# Of those, settings that only switch a feature on: "false" asks for nothing unhonoured.
+SWITCHES = ("zookeeper.set.acl", "zookeeper.ssl.client.enable")
 
 
 class BrokerConfig:
@@ -96,7 +98,8 @@ class BrokerConfig:
         }
         unknown = tuple(sorted(name for name in plain if name not in BROKER))
         for name in unknown:
-            if name.startswith(SECURITY_PREFIXES):
+            switched_off = name in SWITCHES and str(plain[name]).strip().lower() == "false"
+            if name.startswith(SECURITY_PREFIXES) and not switched_off:
                 raise SettingError(
                     name, "not a security setting epochlog knows, so it cannot be honoured"
                 )

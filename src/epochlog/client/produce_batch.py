@@ -62,6 +62,37 @@ def check_sizes(
             )
 
 
+def check_send_many(
+    topic: str,
+    values: Sequence[bytes | None],
+    keys: Sequence[bytes | None] | None,
+    partition: int | Sequence[int | None] | None,
+    headers: Sequence[Iterable[tuple[str, bytes | None]] | None] | None,
+    timestamps: Sequence[int | None] | None,
+    max_request_size: int,
+) -> None:
+    """``send_many``'s arguments checked before anything is enqueued: one length for
+    every per-record sequence, and no record over ``max.request.size`` (with keys or
+    headers: by ``check_sizes`` as the records are filled in)."""
+    n = len(values)
+    for name, seq in (("keys", keys), ("headers", headers), ("timestamps", timestamps)):
+        if seq is not None and len(seq) != n:
+            raise ValueError(f"{name} has {len(seq)} items for {n} values")
+    if partition is not None and not isinstance(partition, int) and len(partition) != n:
+        raise ValueError(f"partition has {len(partition)} items for {n} values")
+    if keys is None and headers is None and n:
+        limit = max_request_size - BATCH_OVERHEAD - RECORD_OVERHEAD
+        biggest = (
+            max(map(len, values))
+            if None not in values
+            else max((len(v) for v in values if v), default=0)
+        )
+        if biggest > limit:
+            tp = TopicPartition(topic, partition if isinstance(partition, int) else -1)
+            size = biggest + RECORD_OVERHEAD + BATCH_OVERHEAD
+            raise RecordTooLargeError(tp, size, max_request_size)
+
+
 class RecordMetadata(NamedTuple):
     """Where a record was stored. ``leader_epoch`` is None: Produce answers (v9) do not
     say which epoch appended it; a consumer reads it from the batch. A tuple: made for
@@ -116,7 +147,7 @@ class _Batch:
             if not future.done():
                 future.set_exception(error)
         for bulk in self.bulks:
-            bulk._batch_failed(error)
+            bulk._batch_failed(self, error)
 
     def complete(self, base_offset: int, append_time: int) -> None:
         self.base_offset, self.append_time = base_offset, append_time
@@ -132,7 +163,7 @@ class _Batch:
                     )
                 )
         for bulk in self.bulks:
-            bulk._batch_done()
+            bulk._batch_done(self)
 
 
 class SendManyResult(Sequence[RecordMetadata]):
@@ -146,9 +177,11 @@ class SendManyResult(Sequence[RecordMetadata]):
         self._batches: list[_Batch] = []
         self._indexes: list[int] = []
         self._pending = 0
-        # Called once every batch is answered, whatever the answers: each record's outcome
-        # (``call_back``) is known then, where ``future`` may fail at the first error.
-        self.on_settled: Callable[[SendManyResult], None] | None = None
+        # Where this call's records went, by batch (positions in call order), and what is
+        # called with them as each batch is answered: per-record outcomes go out batch by
+        # batch, so in each partition's order, where ``future`` waits for them all.
+        self._placed: dict[_Batch, Sequence[int]] = {}
+        self.on_batch: Callable[[_Batch, Sequence[int]], None] | None = None
 
     def __len__(self) -> int:
         return len(self._batches)
@@ -171,15 +204,20 @@ class SendManyResult(Sequence[RecordMetadata]):
             append_time if append_time >= 0 else batch.records[index][3],
         )
 
-    def call_back(self, callbacks: Sequence[Callable[[Any, Any], None] | None]) -> None:
-        """Once settled: ``callbacks[i](error, metadata)`` for each record i (None: none),
-        in call order; a callback that raises is logged and the others still run."""
+    def call_back(
+        self,
+        batch: _Batch,
+        positions: Sequence[int],
+        callbacks: Sequence[Callable[[Any, Any], None] | None],
+    ) -> None:
+        """``callbacks[i](error, metadata)`` for the records i of this call in ``batch``,
+        once answered (None: no callback); one that raises is logged, the rest still run."""
         make = tuple.__new__  # RecordMetadata without its Python-level __new__
-        batches, indexes = self._batches, self._indexes
-        for i, callback in enumerate(callbacks):
+        indexes = self._indexes
+        for i in positions:
+            callback = callbacks[i]
             if callback is None:
                 continue
-            batch = batches[i]
             try:
                 if batch.error is not None:
                     callback(batch.error, None)
@@ -193,22 +231,22 @@ class SendManyResult(Sequence[RecordMetadata]):
             except Exception:
                 log.exception("on_delivery callback failed")
 
-    def _batch_done(self) -> None:
+    def _batch_done(self, batch: _Batch) -> None:
         self._pending -= 1
         if self._pending == 0 and not self.future.done():
             self.future.set_result(self)
-        self._settle()
+        self._answered(batch)
 
-    def _batch_failed(self, error: BaseException) -> None:
+    def _batch_failed(self, batch: _Batch, error: BaseException) -> None:
         self._pending -= 1
         if not self.future.done():
             self.future.set_exception(error)
-        self._settle()
+        self._answered(batch)
 
-    def _settle(self) -> None:
-        if self._pending == 0 and self.on_settled is not None:
-            settled, self.on_settled = self.on_settled, None
-            settled(self)
+    def _answered(self, batch: _Batch) -> None:
+        positions = self._placed.pop(batch, None)
+        if positions and self.on_batch is not None:
+            self.on_batch(batch, positions)
 
 
 def fill_batches(
@@ -230,6 +268,15 @@ def fill_batches(
     when full, ``room`` bytes each), with what is looked up per record hoisted out of
     the loop: ``fixed`` is one partition for all, ``chosen`` one per record, neither
     means ``pick`` by key. ``result`` learns each record's batch and index."""
+    if fixed is None and (chosen is None or None in chosen):
+        # Every partition picked before anything is appended: a key the partitioner
+        # cannot hash fails the call with nothing of it enqueued.
+        chosen = [
+            pick(topic, None if keys is None else keys[i], count)
+            if chosen is None or chosen[i] is None
+            else chosen[i]
+            for i in range(len(values))
+        ]
     plain = headers is None and timestamps is None and None not in values
     if plain and fixed is not None and keys is None:
         tp = TopicPartition(topic, fixed)
@@ -238,7 +285,7 @@ def fill_batches(
     if plain and chosen is not None and None not in chosen and (keys is None or None not in keys):
         _fill_by_partition(result, queues, topic, values, keys, chosen, clock, room)  # type: ignore[arg-type]
         return
-    batches, indexes = result._batches, result._indexes
+    batches, indexes, placed = result._batches, result._indexes, result._placed
     now = clock.time_ms()
     monotonic = clock.monotonic
     no_headers: RecordHeaders = ()
@@ -253,8 +300,6 @@ def fill_batches(
             key = keys[i]
         if chosen is not None:
             p = chosen[i]
-        if p is None or fixed is None and chosen is None:
-            p = pick(topic, key, count)
         size = RECORD_OVERHEAD + (len(value) if value else 0) + (len(key) if key else 0)
         if headers is not None:
             given = headers[i]
@@ -282,6 +327,7 @@ def fill_batches(
         batch.size += size
         batches.append(batch)
         indexes.append(len(records) - 1)
+        placed.setdefault(batch, []).append(i)  # type: ignore[union-attr]
 
 
 def _fill_partition(
@@ -333,9 +379,10 @@ def _fill_one_partition(
     """``fill_batches`` for values alone to one partition (what a run of ``produce``
     calls mostly is)."""
     filled = _fill_partition(result, queues, tp, values, None, clock.time_ms(), clock, room)
-    for batch, first, count, _ in filled:
+    for batch, first, count, at in filled:
         result._batches.extend(repeat(batch, count))
         result._indexes.extend(range(first, first + count))
+        result._placed[batch] = range(at, at + count)
 
 
 def _fill_by_partition(
@@ -372,6 +419,7 @@ def _fill_by_partition(
             where = group[at : at + count]
             placed_batches[where] = batch
             placed_indexes[where] = np.arange(first, first + count)
+            result._placed[batch] = where.tolist()
     result._batches.extend(placed_batches.tolist())
     result._indexes.extend(placed_indexes.tolist())
 

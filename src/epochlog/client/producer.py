@@ -31,6 +31,7 @@ from epochlog.client.produce_batch import (
     RecordTooLargeError,
     SendManyResult,
     _Batch,
+    check_send_many,
     check_sizes,
     fill_batches,
 )
@@ -142,6 +143,8 @@ class AsyncProducer(TransactionalApi):
     ) -> asyncio.Future[RecordMetadata]:
         """Enqueue one record; the returned future completes when it is acknowledged.
         Records are enqueued in the order of the calls."""
+        if headers is not None:
+            headers = tuple(headers)  # read once, here: an iterator would be used up
         if self._txn is not None:
             self._txn.check_send()
         count = self.partitions_now(topic)
@@ -275,21 +278,7 @@ class AsyncProducer(TransactionalApi):
         ``max.request.size`` raises RecordTooLargeError before anything is enqueued."""
         if self._txn is not None:
             self._txn.check_send()
-        n = len(values)
-        for name, seq in (("keys", keys), ("headers", headers), ("timestamps", timestamps)):
-            if seq is not None and len(seq) != n:
-                raise ValueError(f"{name} has {len(seq)} items for {n} values")
-        if partition is not None and not isinstance(partition, int) and len(partition) != n:
-            raise ValueError(f"partition has {len(partition)} items for {n} values")
-        if keys is None and headers is None:
-            # Refuse an oversized record before enqueueing any (headers: checked in _add).
-            limit = self._max_request_size - BATCH_OVERHEAD - RECORD_OVERHEAD
-            biggest = max((len(v) for v in values if v), default=0)
-            if biggest > limit:
-                tp = TopicPartition(topic, partition if isinstance(partition, int) else -1)
-                raise RecordTooLargeError(
-                    tp, biggest + RECORD_OVERHEAD + BATCH_OVERHEAD, self._max_request_size
-                )
+        check_send_many(topic, values, keys, partition, headers, timestamps, self._max_request_size)
         count = self._cluster.cache.partition_count(topic)
         if self._sender is None or self._enqueue_lock.locked() or count is None:
             async with self._enqueue_lock:
@@ -476,10 +465,12 @@ class AsyncProducer(TransactionalApi):
             while queue and tp not in self._in_flight and now - queue[0].created > timeout:
                 self._fail(queue[0], DeliveryError(tp, f"not delivered within {timeout}s"))
 
-    def _seal(self, batch: _Batch) -> bytes:
-        """Encode a batch once; retries send the same bytes and sequence."""
-        if batch.payload is None:
-            pid, epoch = self._producer_ids.stamp(batch)
+    def _sealed(self, batch: _Batch) -> bool:
+        """Encode a batch once (retries resend it); False if it cannot be: it failed."""
+        if batch.payload is not None:
+            return True
+        pid, epoch = self._producer_ids.stamp(batch)
+        try:
             batch.payload = build_batch(
                 batch.records,
                 compression=self.config["compression.codec"],
@@ -488,12 +479,21 @@ class AsyncProducer(TransactionalApi):
                 base_sequence=batch.base_sequence,
                 is_transactional=self._txn is not None,
             )
-            if batch.records[0][0] is None:
-                self._partitioner.batch_sent(batch.tp.topic, batch.tp.partition)
-        return batch.payload
+        except Exception as exc:
+            self._in_flight.discard(batch.tp)
+            self._fail(batch, DeliveryError(batch.tp, f"a record cannot be encoded: {exc!r}"))
+            if pid >= 0 and self._txn is None:  # the sequences it took are spent
+                self._producer_ids.need_new(batch, "a batch could not be encoded")
+            self._wake.set()
+            return False
+        if batch.records[0][0] is None:
+            self._partitioner.batch_sent(batch.tp.topic, batch.tp.partition)
+        return True
 
     async def _send_to(self, leader: int, batches: list[_Batch]) -> None:
         acks = self.config["acks"]
+        if not (batches := [b for b in batches if self._sealed(b)]):  # a str value, say
+            return
         by_topic: dict[str, list[_Batch]] = {}
         for b in batches:
             by_topic.setdefault(b.tp.topic, []).append(b)
@@ -506,7 +506,7 @@ class AsyncProducer(TransactionalApi):
                     name=topic,
                     partition_data=[
                         ProduceRequest.TopicProduceData.PartitionProduceData(
-                            index=b.tp.partition, records=self._seal(b)
+                            index=b.tp.partition, records=b.payload
                         )
                         for b in group
                     ],

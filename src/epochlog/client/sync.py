@@ -126,6 +126,8 @@ class Producer(_SyncClient):
         """Enqueue a record, as confluent-kafka's ``produce``: ``on_delivery(error,
         metadata)`` runs on the producer's thread when it is answered, exactly once
         (delivered or failed). BufferError if the queue is full."""
+        if headers is not None:
+            headers = tuple(headers)  # read once, here: an iterator would be used up
         with self._deliveries.lock:
             self._deliveries.take_room_locked(1)
             run = self._open_run
@@ -256,7 +258,8 @@ class Producer(_SyncClient):
             except Exception:  # noqa: BLE001 - each record is tried alone, and so answered
                 pass
             else:
-                result.on_settled = functools.partial(self._delivered, run.callbacks)
+                result.on_batch = functools.partial(self._delivered, result, run.callbacks)
+                result.future.add_done_callback(_retrieved)  # outcomes go out per batch
                 return
         for i in range(n):
             done: DeliveryFuture[RecordMetadata] = DeliveryFuture(
@@ -265,10 +268,17 @@ class Producer(_SyncClient):
             record = (run.values[i], run.keys[i], run.partitions[i], run.headers[i])
             await self._send(_Handoff(topic, *record, run.timestamps[i], done))
 
-    def _delivered(self, callbacks: list[DeliveryCallback | None], result: SendManyResult) -> None:
-        """A run's callbacks, called on the loop thread once all its batches are answered."""
-        result.call_back(callbacks)
-        self._deliveries.answered(len(callbacks))
+    def _delivered(
+        self,
+        result: SendManyResult,
+        callbacks: list[DeliveryCallback | None],
+        batch: Any,
+        positions: Sequence[int],
+    ) -> None:
+        """Callbacks of a run's records in a batch just answered, on the loop thread: in
+        each partition's order, as the batches are answered."""
+        result.call_back(batch, positions, callbacks)
+        self._deliveries.answered(len(positions))
 
     async def _send(self, item: _Handoff) -> None:
         """A record that must wait (the producer starting, its topic's metadata)."""
@@ -387,6 +397,12 @@ class _Run:
         self.headers: list[Headers | None] = []
         self.timestamps: list[int | None] = []
         self.callbacks: list[DeliveryCallback | None] = []
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    """Marks a future's error as seen: its records' callbacks had it already."""
+    if not future.cancelled():
+        future.exception()
 
 
 def _one_or_each(partitions: list[int | None]) -> int | list[int | None] | None:

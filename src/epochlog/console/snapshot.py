@@ -30,7 +30,7 @@ T = TypeVar("T")
 REQUEST_BOUND_S = 2.0
 INTERNAL_PREFIX = "__"
 FAILURES = (KafkaError, ClientError, OSError, TimeoutError, KeyError)
-METASTORE_SETTINGS = ["metastore", "zookeeper.connect", "log.dirs"]
+METASTORE_SETTINGS = ["metastore", "zookeeper.connect", "log.dirs", "log.dir"]
 
 
 class Snapshotter:
@@ -100,9 +100,11 @@ class Snapshotter:
                 settings = await self._bounded(asked)
             except FAILURES:
                 return None
-            log_dir = (settings.get("log.dirs") or "").split(",")[0]
+            log_dir = (settings.get("log.dirs") or settings.get("log.dir") or "").split(",")[0]
             self._metastore = configured_uri(
-                settings.get("metastore") or "", settings.get("zookeeper.connect") or "", log_dir
+                settings.get("metastore") or "",
+                settings.get("zookeeper.connect") or "",
+                log_dir.strip(),
             )
         return self._metastore
 
