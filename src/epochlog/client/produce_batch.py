@@ -141,6 +141,14 @@ class _Batch:
         self.waiters.append(future)
         self.waiter_indexes.append(index)
 
+    def metadata(self, index: int) -> RecordMetadata:
+        """Where ``records[index]`` was stored, once the batch is acknowledged; made with
+        ``tuple.__new__``, without RecordMetadata's Python-level ``__new__``."""
+        base, append_time, tp = self.base_offset, self.append_time, self.tp
+        offset = base + index if base >= 0 else -1
+        timestamp = append_time if append_time >= 0 else self.records[index][3]
+        return tuple.__new__(RecordMetadata, (tp.topic, tp.partition, offset, timestamp, None))
+
     def fail(self, error: BaseException) -> None:
         self.error = error
         for future in self.waiters:
@@ -151,17 +159,9 @@ class _Batch:
 
     def complete(self, base_offset: int, append_time: int) -> None:
         self.base_offset, self.append_time = base_offset, append_time
-        tp, records = self.tp, self.records
         for i, future in zip(self.waiter_indexes, self.waiters, strict=True):
             if not future.done():
-                future.set_result(
-                    RecordMetadata(
-                        tp.topic,
-                        tp.partition,
-                        base_offset + i if base_offset >= 0 else -1,
-                        append_time if append_time >= 0 else records[i][3],
-                    )
-                )
+                future.set_result(self.metadata(i))
         for bulk in self.bulks:
             bulk._batch_done(self)
 
@@ -195,14 +195,7 @@ class SendManyResult(Sequence[RecordMetadata]):
             return [self[j] for j in range(*i.indices(len(self)))]
         if not self.future.done() or self.future.exception() is not None:
             raise RuntimeError("records not acknowledged (await .future first)")
-        batch, index = self._batches[i], self._indexes[i]
-        base, append_time = batch.base_offset, batch.append_time
-        return RecordMetadata(
-            batch.tp.topic,
-            batch.tp.partition,
-            base + index if base >= 0 else -1,
-            append_time if append_time >= 0 else batch.records[index][3],
-        )
+        return self._batches[i].metadata(self._indexes[i])
 
     def call_back(
         self,
@@ -212,22 +205,16 @@ class SendManyResult(Sequence[RecordMetadata]):
     ) -> None:
         """``callbacks[i](error, metadata)`` for the records i of this call in ``batch``,
         once answered (None: no callback); one that raises is logged, the rest still run."""
-        make = tuple.__new__  # RecordMetadata without its Python-level __new__
-        indexes = self._indexes
+        error, metadata, indexes = batch.error, batch.metadata, self._indexes
         for i in positions:
             callback = callbacks[i]
             if callback is None:
                 continue
             try:
-                if batch.error is not None:
-                    callback(batch.error, None)
-                    continue
-                index, base, append_time = indexes[i], batch.base_offset, batch.append_time
-                timestamp = append_time if append_time >= 0 else batch.records[index][3]
-                offset = base + index if base >= 0 else -1
-                tp = batch.tp
-                metadata = make(RecordMetadata, (tp.topic, tp.partition, offset, timestamp, None))
-                callback(None, metadata)
+                if error is not None:
+                    callback(error, None)
+                else:
+                    callback(None, metadata(indexes[i]))
             except Exception:
                 log.exception("on_delivery callback failed")
 

@@ -92,8 +92,8 @@ class Producer(_SyncClient):
     Both only append to a hand-off queue; one drain task on the producer's loop moves
     every waiting record into the AsyncProducer, so a burst of records costs one thread
     wake-up, not one per record, and call order is kept. A run of ``produce`` calls for
-    one topic goes in as one ``send_many``, and its callbacks are called in one loop
-    once its batches are answered: no object per record on the way in."""
+    one topic goes in as one ``send_many``, and its callbacks are called batch by batch
+    as its batches are answered: no object per record on the way in."""
 
     def __init__(self, config: Mapping[str, object]) -> None:
         self._handoff: deque[_Handoff | _BatchHandoff | _Run] = deque()
