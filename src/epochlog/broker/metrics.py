@@ -92,26 +92,21 @@ class BrokerCollector(Collector):
 
     def _topics(self) -> Iterator[Metric]:
         stats = self._replicas.topic_stats
+        kafka = "kafka_server_brokertopicmetrics_"
         for name, what, counts in (
-            ("messagesin", "Records appended as leader", stats.messages_in),
-            ("bytesin", "Bytes appended as leader", stats.bytes_in),
-            ("bytesout", "Record bytes sent to consumers (not replicas)", stats.bytes_out),
+            (f"{kafka}messagesin", "Records appended as leader", stats.messages_in),
+            (f"{kafka}bytesin", "Bytes appended as leader", stats.bytes_in),
+            (f"{kafka}bytesout", "Record bytes sent to consumers (not replicas)", stats.bytes_out),
+            (  # Kafka has no such metric, hence epochlog's name.
+                "epochlog_topic_messages_out",
+                "Offsets sent to consumers (not replicas) from their fetch offsets on",
+                stats.messages_out,
+            ),
         ):
-            family = CounterMetricFamily(
-                f"kafka_server_brokertopicmetrics_{name}", f"{what}, by topic.", labels=["topic"]
-            )
+            family = CounterMetricFamily(name, f"{what}, by topic.", labels=["topic"])
             for topic in sorted(counts):
                 family.add_metric([topic], counts[topic])
             yield family
-        # Kafka has no such metric, hence epochlog's name.
-        out = CounterMetricFamily(
-            "epochlog_topic_messages_out",
-            "Offsets sent to consumers (not replicas) from their fetch offsets on, by topic.",
-            labels=["topic"],
-        )
-        for topic in sorted(stats.messages_out):
-            out.add_metric([topic], stats.messages_out[topic])
-        yield out
 
     def _logs(self, partitions: list[Partition]) -> Iterator[Metric]:
         families = {
