@@ -143,8 +143,6 @@ def sink_rate(
             .option("bootstrap.servers", bootstrap)
             .option("topic", topic)
             .option("deliveryGuarantee", guarantee)
-            .option("kafka.linger.ms", "20")
-            .option("kafka.batch.size", "262144")
         )
     start = time.perf_counter()
     writer.mode("append").save()

@@ -1,14 +1,17 @@
 """The compiled encoder (record_encode) writes exactly the bytes of the Python one, for
 every shape of record it takes: null and empty keys and values, lengths and deltas
-that need several varint bytes, timestamps before the first."""
+that need several varint bytes, timestamps before the first; and rows held as columns
+(``ColumnRows``) encode as the same records held as tuples."""
 
 from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 
 from epochlog.protocol import records as records_module
+from epochlog.protocol.column_rows import BinaryColumn, ColumnRows
 from epochlog.protocol.record_encode import encode_records
 from epochlog.protocol.records import build_batch, iter_records
 
@@ -58,3 +61,23 @@ def test_encode_records_with_every_key_null() -> None:
     assert (base, top) == (7, 7)
     expected, _, _ = records_module._records_section([(None, v, (), 0) for v in values], None)
     assert section == expected
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_rows_held_as_columns_encode_as_the_same_records_as_tuples(seed: int) -> None:
+    """A batch of ``ColumnRows`` (any rows of the columns, in any order) is byte for
+    byte the batch of the same records as tuples."""
+    rng = random.Random(seed)
+    recs = random_records(rng, 400)
+    keys = BinaryColumn.of([k for k, _, _, _ in recs])
+    values = BinaryColumn.of([v for _, v, _, _ in recs])
+    rows = np.array(rng.sample(range(400), 150))
+    as_tuples = [(recs[r][0], recs[r][1], (), 99) for r in rows]
+    for key_column in (keys, None):
+        if key_column is None:
+            as_tuples = [(None, v, (), 99) for _, v, _, _ in as_tuples]
+        built = build_batch(
+            ColumnRows(key_column, values, rows, 99), producer_id=3, base_sequence=5
+        )
+        assert built == build_batch(as_tuples, producer_id=3, base_sequence=5)
+        assert ColumnRows(key_column, values, rows, 99)[7] == as_tuples[7]

@@ -4,10 +4,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from murmurhash2 import murmurhash2
 
 from epochlog.seams import Random
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from epochlog.protocol.column_rows import BinaryColumn
 
 # Kafka's Utils.murmur2 is MurmurHash2 (32-bit) with this seed.
 _SEED = 0x9747B28C
@@ -64,6 +70,37 @@ class Partitioner:
         if self._kind == "random" or None in keys:
             return [self.partition(topic, key, num_partitions) for key in keys]
         return _key_partitions(keys, num_partitions)
+
+    def column_partitions(
+        self,
+        topic: str,
+        rows: int,
+        keys: BinaryColumn | None,
+        given: np.ndarray | None,
+        num_partitions: int,
+    ) -> np.ndarray:
+        """``partitions`` for ``rows`` records given as columns: ``given`` per record
+        where not -1, else by key (hashed in one compiled pass), else as null keys go."""
+        import numpy as np
+
+        if given is not None:
+            if given.max(initial=-1) >= num_partitions:
+                bad = int(given.max())
+                raise ValueError(f"partition {bad} of {topic}, which has {num_partitions}")
+            if given.min(initial=0) >= 0:
+                return given
+        if self._kind == "random":
+            chosen = np.array([self.partition(topic, None, num_partitions) for _ in range(rows)])
+        elif keys is None:
+            chosen = np.full(rows, self.partition(topic, None, num_partitions), np.int64)
+        else:
+            from epochlog.client.key_partitions import key_partitions
+
+            chosen = key_partitions(keys, num_partitions)
+            nulls = chosen < 0
+            if nulls.any():
+                chosen[nulls] = self.partition(topic, None, num_partitions)
+        return chosen if given is None else np.where(given >= 0, given, chosen)
 
     def batch_sent(self, topic: str, partition: int) -> None:
         """A null-key batch left: the next null-key records pick a partition afresh."""

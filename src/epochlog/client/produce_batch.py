@@ -18,6 +18,7 @@ from typing import Any, NamedTuple, overload
 import numpy as np
 
 from epochlog.client.errors import DeliveryError, TopicPartition
+from epochlog.protocol.column_rows import BinaryColumn, ColumnRows
 from epochlog.protocol.errors import ErrorCode
 from epochlog.seams import Clock
 
@@ -93,6 +94,27 @@ def check_send_many(
             raise RecordTooLargeError(tp, size, max_request_size)
 
 
+def check_send_columns(
+    topic: str,
+    values: BinaryColumn,
+    keys: BinaryColumn | None,
+    partitions: np.ndarray | None,
+    max_request_size: int,
+) -> None:
+    """``check_send_many`` for ``send_columns``: one length for every column, no record
+    over ``max.request.size``, no partition below -1 (the partitioner's choice)."""
+    n = len(values)
+    for name, column in (("keys", keys), ("partitions", partitions)):
+        if column is not None and len(column) != n:
+            raise ValueError(f"{name} has {len(column)} items for {n} values")
+    if partitions is not None and partitions.min(initial=0) < -1:
+        raise ValueError(f"partition {int(partitions.min())} of {topic}")
+    sizes = values.sizes() if keys is None else values.sizes() + keys.sizes()
+    biggest = int(sizes.max(initial=0)) + RECORD_OVERHEAD + BATCH_OVERHEAD
+    if biggest > max_request_size:
+        raise RecordTooLargeError(TopicPartition(topic, -1), biggest, max_request_size)
+
+
 class RecordMetadata(NamedTuple):
     """Where a record was stored. ``leader_epoch`` is None: Produce answers (v9) do not
     say which epoch appended it; a consumer reads it from the batch. A tuple: made for
@@ -118,7 +140,7 @@ _Rec = tuple[bytes | None, bytes | None, RecordHeaders, int]
 class _Batch:
     tp: TopicPartition
     created: float
-    records: list[_Rec] = field(default_factory=list)
+    records: list[_Rec] | ColumnRows = field(default_factory=list)
     # Futures of records sent one by one with send(), and their indexes in records: two
     # lists, not a list of pairs, as a pair per queued record would be one more object
     # the cyclic collector walks at every full pass over the backlog.
@@ -135,6 +157,11 @@ class _Batch:
     base_offset: int = -1
     append_time: int = -1
     error: BaseException | None = None
+
+    def takes_more(self) -> bool:
+        """Open for more records: not encoded yet, and a list of them (a batch filled
+        from columns is full as made)."""
+        return self.payload is None and type(self.records) is list
 
     def wait(self, index: int, future: asyncio.Future[RecordMetadata]) -> None:
         """``future`` is answered with the metadata of ``records[index]``."""
@@ -195,7 +222,7 @@ class SendManyResult(Sequence[RecordMetadata]):
             return [self[j] for j in range(*i.indices(len(self)))]
         if not self.future.done() or self.future.exception() is not None:
             raise RuntimeError("records not acknowledged (await .future first)")
-        return self._batches[i].metadata(self._indexes[i])
+        return self._batches[i].metadata(int(self._indexes[i]))
 
     def call_back(
         self,
@@ -232,7 +259,7 @@ class SendManyResult(Sequence[RecordMetadata]):
 
     def _answered(self, batch: _Batch) -> None:
         positions = self._placed.pop(batch, None)
-        if positions and self.on_batch is not None:
+        if positions is not None and len(positions) and self.on_batch is not None:
             self.on_batch(batch, positions)
 
 
@@ -419,8 +446,56 @@ def _open_batch(
     queue = queues.get(tp)
     if queue is None:
         queue = queues[tp] = deque()
-    batch = queue[-1] if queue and queue[-1].payload is None else None
+    batch = queue[-1] if queue and queue[-1].takes_more() else None
     if batch is not None:
         batch.bulks.append(result)
         result._pending += 1
     return queue, batch
+
+
+def fill_column_batches(
+    result: SendManyResult,
+    queues: dict[TopicPartition, deque[_Batch]],
+    topic: str,
+    values: BinaryColumn,
+    keys: BinaryColumn | None,
+    chosen: np.ndarray,
+    clock: Clock,
+    room: int,
+) -> None:
+    """``send_columns``' records (partitions ``chosen``) in new batches of up to
+    ``room`` bytes each, their partitions' records in call order; each batch holds row
+    numbers into the columns, not records (``ColumnRows``). Nothing here is per record
+    in Python: sizes, grouping and where each record went are numpy's."""
+    now = clock.time_ms()
+    n = len(values)
+    sizes = values.sizes() + RECORD_OVERHEAD
+    if keys is not None:
+        sizes += keys.sizes()
+    order = np.argsort(chosen, kind="stable")
+    starts = np.flatnonzero(np.diff(chosen[order])) + 1
+    placed_batches = np.empty(n, object)
+    placed_indexes = np.empty(n, np.int64)
+    for group in np.split(order, starts):
+        tp = TopicPartition(topic, int(chosen[group[0]]))
+        queue = queues.get(tp)
+        if queue is None:
+            queue = queues[tp] = deque()
+        # totals[k]: the size of the group's first k records.
+        totals = np.zeros(len(group) + 1, np.int64)
+        np.cumsum(sizes[group], out=totals[1:])
+        i = 0
+        while i < len(group):
+            # The records i..j-1 that fit in room; a batch takes one whatever its size.
+            j = max(int(np.searchsorted(totals, totals[i] + room, side="right")) - 1, i + 1)
+            where = group[i:j]
+            batch = _Batch(tp, clock.monotonic(), ColumnRows(keys, values, where, now))
+            batch.size = int(totals[j] - totals[i])
+            batch.bulks.append(result)
+            result._pending += 1
+            queue.append(batch)
+            placed_batches[where] = batch
+            placed_indexes[where] = np.arange(j - i)
+            result._placed[batch] = where
+            i = j
+    result._batches, result._indexes = placed_batches, placed_indexes  # type: ignore[assignment]

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kafka.protocol.producer import ProduceRequest
@@ -29,12 +29,10 @@ from epochlog.client.produce_batch import (
     RecordHeaders,
     RecordMetadata,
     RecordTooLargeError,
-    SendManyResult,
     _Batch,
-    check_send_many,
     check_sizes,
-    fill_batches,
 )
+from epochlog.client.producer_bulk import BulkSends
 from epochlog.client.producer_id import FIRST_PRODUCER_ID, ProducerIds
 from epochlog.client.security import client_network
 from epochlog.client.transactions import TransactionalApi, TransactionManager
@@ -67,7 +65,7 @@ METADATA_ERRORS = RETRIABLE - {ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_ENOUGH
 Headers = Iterable[tuple[str, bytes | None]]
 
 
-class AsyncProducer(TransactionalApi):
+class AsyncProducer(BulkSends, TransactionalApi):
     """Kafka's producer on asyncio. ``await send(...)`` enqueues a record and returns a
     future of its RecordMetadata; ``flush()`` waits until all are answered."""
 
@@ -245,7 +243,7 @@ class AsyncProducer(TransactionalApi):
             size += sum(len(k.encode()) + len(v or b"") for k, v in hdrs)
         if size + BATCH_OVERHEAD > self._max_request_size:
             raise RecordTooLargeError(tp, size + BATCH_OVERHEAD, self._max_request_size)
-        batch = queue[-1] if queue and queue[-1].payload is None else None
+        batch = queue[-1] if queue and queue[-1].takes_more() else None
         if batch is None or (batch.records and batch.size + size > self._batch_room):
             batch = _Batch(tp, self._clock.monotonic())
             queue.append(batch)
@@ -259,83 +257,6 @@ class AsyncProducer(TransactionalApi):
             # A new batch (the sender must learn when its linger ends) or a full one.
             self._wake.set()
         return batch, len(records) - 1
-
-    async def send_many(
-        self,
-        topic: str,
-        values: Sequence[bytes | None],
-        keys: Sequence[bytes | None] | None = None,
-        partition: int | Sequence[int | None] | None = None,
-        headers: Sequence[Headers | None] | None = None,
-        timestamps: Sequence[int | None] | None = None,
-    ) -> SendManyResult:
-        """Enqueue many records of one topic in one call, as consecutive ``send`` calls
-        would (same order, partitioning, batching, retries and errors), without a future
-        per record: the result's ``future`` completes when all are acknowledged.
-
-        ``keys``, ``headers``, ``timestamps`` and a sequence ``partition`` are per record
-        (same length as ``values``); an int ``partition`` applies to all. A record over
-        ``max.request.size`` raises RecordTooLargeError before anything is enqueued."""
-        if self._txn is not None:
-            self._txn.check_send()
-        check_send_many(topic, values, keys, partition, headers, timestamps, self._max_request_size)
-        count = self._cluster.cache.partition_count(topic)
-        if self._sender is None or self._enqueue_lock.locked() or count is None:
-            async with self._enqueue_lock:
-                if self._closed:
-                    raise RuntimeError("producer is closed")
-                await self._start()
-                count = await self.partitions_for(topic)
-        if topic in self._awaiting:
-            # Records sent before these go first.
-            self._awaiting.place(self._cluster.cache.partition_count, self._add)
-        return self._add_many(topic, values, keys, partition, headers, timestamps, count)
-
-    def _add_many(
-        self,
-        topic: str,
-        values: Sequence[bytes | None],
-        keys: Sequence[bytes | None] | None,
-        partition: int | Sequence[int | None] | None,
-        headers: Sequence[Headers | None] | None,
-        timestamps: Sequence[int | None] | None,
-        count: int,
-    ) -> SendManyResult:
-        """``_add`` for many records, with what it looks up per record hoisted out of the
-        loop. Everything is checked first, so nothing is enqueued when anything is wrong."""
-        if self._closed:
-            raise RuntimeError("producer is closed")
-        fixed = partition if isinstance(partition, int) else None
-        chosen = None if partition is None or fixed is not None else partition
-        for p in [fixed] if fixed is not None else chosen or ():
-            if p is not None and not 0 <= p < count:
-                raise ValueError(f"partition {p} of {topic}, which has {count}")
-        if keys is not None or headers is not None:
-            check_sizes(topic, values, keys, headers, self._max_request_size)
-        result = SendManyResult(asyncio.get_running_loop().create_future())
-        if not values:
-            result.future.set_result(result)
-            return result
-        if partition is None and keys is not None:
-            chosen = self._partitioner.partitions(topic, keys, count)
-        fill_batches(
-            result,
-            self._queues,
-            topic,
-            values,
-            keys,
-            fixed,
-            chosen,
-            headers,
-            timestamps,
-            count,
-            self._partitioner.partition,
-            self._clock,
-            self._batch_room,
-        )
-        self._idle.clear()
-        self._wake.set()
-        return result
 
     async def send_and_wait(self, topic: str, value: bytes | None = None, **kw: Any) -> Any:
         return await (await self.send(topic, value, **kw))

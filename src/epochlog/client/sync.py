@@ -22,7 +22,8 @@ from epochlog.client.consumer import AsyncConsumer, ConsumerRecords, OffsetAndEp
 from epochlog.client.delivery import Deliveries, DeliveryFuture
 from epochlog.client.errors import TopicPartition
 from epochlog.client.lookup import OffsetAndTimestamp
-from epochlog.client.producer import AsyncProducer, Headers, RecordMetadata, SendManyResult
+from epochlog.client.produce_batch import RecordMetadata, SendManyResult
+from epochlog.client.producer import AsyncProducer, Headers
 from epochlog.client.transactions import GroupMetadata, PreparedTransaction
 from epochlog.seams.real import real_seams
 from epochlog.seams.waiting import finished_within

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 import numpy as np
 from numba import njit
 
+from epochlog.protocol.column_rows import BinaryColumn, ColumnRows
+
 
 @njit(cache=True, nogil=True, inline="always")
 def _zigzag(value: int) -> np.uint64:
@@ -42,14 +44,14 @@ def _put_varint(out: np.ndarray, pos: int, value: int) -> int:
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _put_bytes(out: np.ndarray, pos: int, src: np.ndarray, at: int, length: int) -> tuple[int, int]:
-    """A length-prefixed field (-1: null) copied from ``src`` at ``at``: (position in
-    ``out`` after it, position in ``src`` after it)."""
+def _put_bytes(out: np.ndarray, pos: int, src: np.ndarray, at: int, length: int) -> int:
+    """A length-prefixed field (-1: null) copied from ``src`` at ``at``: the position
+    in ``out`` after it."""
     pos = _put_varint(out, pos, length)
     if length <= 0:
-        return pos, at
+        return pos
     out[pos : pos + length] = src[at : at + length]
-    return pos + length, at + length
+    return pos + length
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -64,46 +66,36 @@ def _body_size(index: int, delta: int, key_len: int, value_len: int) -> int:
 @njit(cache=True, nogil=True)
 def _encode(
     keys: np.ndarray,
+    key_starts: np.ndarray,
     key_lens: np.ndarray,
     values: np.ndarray,
+    value_starts: np.ndarray,
     value_lens: np.ndarray,
+    rows: np.ndarray,
     deltas: np.ndarray,
 ) -> np.ndarray:
-    n = value_lens.shape[0]
+    """Records ``rows`` of the key and value columns (row r: ``lens[r]`` bytes at
+    ``starts[r]``), the j-th of them at offset delta j and timestamp delta ``deltas[j]``."""
+    n = rows.shape[0]
     total = 0
-    for i in range(n):
-        body = _body_size(i, deltas[i], key_lens[i], value_lens[i])
+    for j in range(n):
+        r = rows[j]
+        body = _body_size(j, deltas[j], key_lens[r], value_lens[r])
         total += _varint_size(body) + body
     out = np.empty(total, np.uint8)
     pos = 0
-    key_at = 0
-    value_at = 0
-    for i in range(n):
-        key_len, value_len = key_lens[i], value_lens[i]
-        pos = _put_varint(out, pos, _body_size(i, deltas[i], key_len, value_len))
+    for j in range(n):
+        r = rows[j]
+        key_len, value_len = key_lens[r], value_lens[r]
+        pos = _put_varint(out, pos, _body_size(j, deltas[j], key_len, value_len))
         out[pos] = 0  # attributes
-        pos = _put_varint(out, pos + 1, deltas[i])
-        pos = _put_varint(out, pos, i)
-        pos, key_at = _put_bytes(out, pos, keys, key_at, key_len)
-        pos, value_at = _put_bytes(out, pos, values, value_at, value_len)
+        pos = _put_varint(out, pos + 1, deltas[j])
+        pos = _put_varint(out, pos, j)
+        pos = _put_bytes(out, pos, keys, key_starts[r], key_len)
+        pos = _put_bytes(out, pos, values, value_starts[r], value_len)
         out[pos] = 0  # no headers
         pos += 1
     return out
-
-
-def _column(items: Sequence[bytes | None]) -> tuple[np.ndarray, np.ndarray]:
-    """(the bytes joined, each one's length or -1 for None)."""
-    n = len(items)
-    missing = items.count(None) if isinstance(items, tuple | list) else 0
-    if missing == n:
-        return np.empty(0, np.uint8), np.full(n, -1, np.int64)
-    if missing:
-        lens = np.fromiter((-1 if b is None else len(b) for b in items), np.int64, n)
-        joined = b"".join([b for b in items if b is not None])
-    else:
-        lens = np.fromiter(map(len, items), np.int64, n)  # type: ignore[arg-type]
-        joined = b"".join(items)  # type: ignore[arg-type]
-    return np.frombuffer(joined, np.uint8), lens
 
 
 def encode_records(
@@ -114,7 +106,36 @@ def encode_records(
     deltas = np.fromiter(timestamps, np.int64, len(timestamps))
     base = int(deltas[0])
     deltas -= base
-    key_bytes, key_lens = _column(keys)
-    value_bytes, value_lens = _column(values)
-    section = _encode(key_bytes, key_lens, value_bytes, value_lens, deltas).tobytes()
-    return section, base, base + int(deltas.max())
+    key_col, value_col = BinaryColumn.of(keys), BinaryColumn.of(values)
+    rows = np.arange(len(deltas), dtype=np.int64)
+    return _section(key_col, value_col, rows, deltas), base, base + int(deltas.max())
+
+
+def encode_rows(records: ColumnRows) -> tuple[bytes, int, int]:
+    """The records section of rows held as columns (one timestamp, no headers):
+    (bytes, base timestamp, max timestamp)."""
+    deltas = np.zeros(len(records.rows), np.int64)
+    section = _section(records.keys, records.values, records.rows, deltas)
+    return section, records.timestamp, records.timestamp
+
+
+def _section(
+    keys: BinaryColumn | None, values: BinaryColumn, rows: np.ndarray, deltas: np.ndarray
+) -> bytes:
+    if keys is None:
+        n = len(values)
+        keys = BinaryColumn(_NO_BYTES, np.zeros(n, np.int64), np.full(n, -1, np.int64))
+    encoded = _encode(
+        keys.data,
+        keys.starts,
+        keys.lens,
+        values.data,
+        values.starts,
+        values.lens,
+        rows.astype(np.int64, copy=False),
+        deltas,
+    )
+    return encoded.tobytes()
+
+
+_NO_BYTES = np.empty(0, np.uint8)

@@ -25,6 +25,7 @@ import crc32c
 
 from epochlog.protocol import batch as _batch
 from epochlog.protocol.batch import Buffer
+from epochlog.protocol.column_rows import ColumnRows
 from epochlog.protocol.compression import compress as _compress
 from epochlog.protocol.compression import decompress
 from epochlog.protocol.errors import ErrorCode, KafkaError
@@ -342,7 +343,12 @@ def build_batch(
     """
     if not records:
         raise ValueError("a record batch needs at least one record")
-    compiled = _compiled_section(records) if len(records) > _SCALAR_UP_TO else None
+    if isinstance(records, ColumnRows):
+        compiled: tuple[bytes, int, int] | None = _encoder().encode_rows(records)
+    elif len(records) > _SCALAR_UP_TO:
+        compiled = _compiled_section(records)
+    else:
+        compiled = None
     if compiled is not None:
         body, base_timestamp, max_timestamp = compiled
     else:

@@ -2,7 +2,8 @@
 
 The asyncio ``AsyncProducer`` runs on a private event-loop thread, and a whole Arrow
 batch is handed over at once, as columns: each run of rows with the same topic is one
-``send_many`` call (one future per call, not per record). Enqueueing waits while too
+``send_columns`` call, the Arrow buffers as they are (no Python object per record, one
+future per call). Enqueueing waits while too
 many records are unacknowledged, so memory stays bounded whatever the size of the
 task's input."""
 
@@ -10,17 +11,21 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from epochlog.client.producer import AsyncProducer, SendManyResult
+import numpy as np
+
+from epochlog.client.produce_batch import SendManyResult
+from epochlog.client.producer import AsyncProducer
+from epochlog.protocol.column_rows import BinaryColumn
 from epochlog.seams.real import real_seams
 
 T = TypeVar("T")
 # Records enqueued and not yet answered before enqueueing waits for answers.
 MAX_OUTSTANDING = 200_000
-# Records per send_many call: answers come back (and room frees) in these steps.
+# Records per send call: answers come back (and room frees) in these steps.
 CHUNK = 10_000
 
 
@@ -29,13 +34,41 @@ class Run:
     """Consecutive rows of one topic, as columns; None for a column the input lacks."""
 
     topic: str
-    values: list[bytes | None]
-    keys: list[bytes | None] | None = None
-    partitions: list[int | None] | None = None
+    values: BinaryColumn
+    keys: BinaryColumn | None = None
+    # Per row; -1 where the producer's partitioner picks.
+    partitions: np.ndarray | None = None
     headers: list[list[tuple[str, bytes | None]]] | None = None
 
     def __len__(self) -> int:
         return len(self.values)
+
+    def rows(self, topic: str, start: int, end: int) -> Run:
+        """Rows start..end-1, for ``topic``."""
+        return Run(
+            topic,
+            self.values.rows(start, end),
+            self.keys.rows(start, end) if self.keys is not None else None,
+            self.partitions[start:end] if self.partitions is not None else None,
+            self.headers[start:end] if self.headers is not None else None,
+        )
+
+    def send(self, producer: AsyncProducer) -> Awaitable[SendManyResult]:
+        """Enqueue these rows: as columns, or with headers (rarer) through ``send_many``
+        as Python objects."""
+        if self.headers is None:
+            return producer.send_columns(self.topic, self.values, self.keys, self.partitions)
+        n = len(self)
+        partitions = None
+        if self.partitions is not None:
+            partitions = [None if p < 0 else p for p in self.partitions.tolist()]
+        return producer.send_many(
+            self.topic,
+            [self.values.item(i) for i in range(n)],
+            keys=[self.keys.item(i) for i in range(n)] if self.keys is not None else None,
+            partition=partitions,
+            headers=self.headers,
+        )
 
 
 class SinkDeliveryError(RuntimeError):
@@ -87,14 +120,7 @@ class TaskProducer:
                     return
                 while not self._room.is_set():
                     await self._room.wait()
-                end = start + CHUNK
-                result = await producer.send_many(
-                    run.topic,
-                    run.values[start:end],
-                    keys=run.keys[start:end] if run.keys is not None else None,
-                    partition=run.partitions[start:end] if run.partitions is not None else None,
-                    headers=run.headers[start:end] if run.headers is not None else None,
-                )
+                result = await run.rows(run.topic, start, start + CHUNK).send(producer)
                 count = len(result)
                 self._outstanding += count
                 self.sent += count
