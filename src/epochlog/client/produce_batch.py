@@ -222,7 +222,7 @@ class SendManyResult(Sequence[RecordMetadata]):
             return [self[j] for j in range(*i.indices(len(self)))]
         if not self.future.done() or self.future.exception() is not None:
             raise RuntimeError("records not acknowledged (await .future first)")
-        return self._batches[i].metadata(int(self._indexes[i]))
+        return self._batches[i].metadata(self._indexes[i])
 
     def call_back(
         self,
@@ -259,7 +259,7 @@ class SendManyResult(Sequence[RecordMetadata]):
 
     def _answered(self, batch: _Batch) -> None:
         positions = self._placed.pop(batch, None)
-        if positions is not None and len(positions) and self.on_batch is not None:
+        if positions and self.on_batch is not None:
             self.on_batch(batch, positions)
 
 
@@ -496,6 +496,8 @@ def fill_column_batches(
             queue.append(batch)
             placed_batches[where] = batch
             placed_indexes[where] = np.arange(j - i)
-            result._placed[batch] = where
+            result._placed[batch] = where.tolist()
             i = j
-    result._batches, result._indexes = placed_batches, placed_indexes  # type: ignore[assignment]
+    # Python ints where a caller sees them (offsets, callbacks' positions).
+    result._batches = placed_batches  # type: ignore[assignment]
+    result._indexes = placed_indexes.tolist()
