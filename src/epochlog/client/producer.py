@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from kafka.protocol.producer import ProduceRequest
@@ -32,7 +32,7 @@ from epochlog.client.produce_batch import (
     _Batch,
     check_sizes,
 )
-from epochlog.client.producer_bulk import BulkSends
+from epochlog.client.producer_bulk import BulkSends, Headers
 from epochlog.client.producer_id import FIRST_PRODUCER_ID, ProducerIds
 from epochlog.client.security import client_network
 from epochlog.client.transactions import TransactionalApi, TransactionManager
@@ -61,8 +61,6 @@ RETRIABLE = {
 }
 # Errors that mean this client's view of the leader is wrong.
 METADATA_ERRORS = RETRIABLE - {ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_ENOUGH_REPLICAS}
-
-Headers = Iterable[tuple[str, bytes | None]]
 
 
 class AsyncProducer(BulkSends, TransactionalApi):

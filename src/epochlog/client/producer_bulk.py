@@ -85,7 +85,9 @@ class BulkSends:
         """``send_many`` for records held as columns (the Spark sink's Arrow batches):
         the same order, partitioning, retries and errors, with no Python object made per
         record; records are stamped now and have no headers. ``partitions`` holds a
-        partition per record, or -1 for the partitioner's choice."""
+        partition per record, or -1 for the partitioner's choice. The batches filled
+        take no later records (they hold row numbers, not records): a caller hands over
+        many rows a call."""
         check_send_columns(topic, values, keys, partitions, self._max_request_size)
         count = await self._count_for_many(topic)
         if self._closed:
