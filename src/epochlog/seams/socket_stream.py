@@ -25,6 +25,9 @@ SCRATCH_BYTES = 256 << 10
 # rest goes through the scratch buffer, so that one read also takes what follows it.
 DIRECT_READ_BYTES = 64 << 10
 SEND_CHUNK = 1 << 20
+# A piece written by itself, not copied into a joined buffer first: one more send()
+# (a few microseconds) costs less than copying this many bytes.
+LARGE_WRITE = 64 << 10
 
 
 class ReceiveProtocol(asyncio.BufferedProtocol):
@@ -206,7 +209,21 @@ class StreamConnection:
         self._transport.write(data)
 
     def writelines(self, buffers: Sequence[bytes | bytearray | memoryview]) -> None:
-        self._transport.writelines(buffers)
+        """Small pieces joined, large ones written as they are. asyncio's own
+        ``writelines`` (3.11) joins every piece first: a copy of each request or
+        response in user space, a quarter of a Spark sink task's time."""
+        write = self._transport.write
+        small: list[bytes | bytearray | memoryview] = []
+        for piece in buffers:
+            if len(piece) < LARGE_WRITE:
+                small.append(piece)
+                continue
+            if small:
+                write(b"".join(small))
+                small = []
+            write(piece)
+        if small:
+            write(b"".join(small))
 
     async def send_file(self, file: object, offset: int, count: int) -> None:
         if self._transport.is_closing():
