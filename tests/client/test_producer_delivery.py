@@ -134,6 +134,7 @@ def test_threads_producing_at_once_lose_no_record_and_keep_each_threads_order(
     broker = broker_factory()
     seen = Deliveries()
     per_thread = 3000
+    flushed: list[bool] = []
     with Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0}) as producer:
 
         def run(t: int) -> None:
@@ -141,7 +142,7 @@ def test_threads_producing_at_once_lose_no_record_and_keep_each_threads_order(
                 value = b"t%d-%05d" % (t, i)
                 producer.produce("handoff", value, partition=0, on_delivery=seen.callback(value))
                 if i % 500 == 499:
-                    assert producer.flush(30)
+                    flushed.append(producer.flush(30))
                 elif i % 7 == 0:
                     time.sleep(0)  # let the drain catch up and stop now and then
 
@@ -151,6 +152,10 @@ def test_threads_producing_at_once_lose_no_record_and_keep_each_threads_order(
         for thread in threads:
             thread.join()
         assert producer.flush(30)
+    # Each thread's flushes succeed while the others produce: the producer went idle
+    # once (its records answered) even if another thread's record made it busy again
+    # before the flush looked (a flush returned False at once, in 5 of 12 runs).
+    assert flushed == [True] * 4 * (per_thread // 500)
     assert seen.calls == Counter(
         {b"t%d-%05d" % (t, i): 1 for t in range(4) for i in range(per_thread)}
     )

@@ -45,12 +45,15 @@ async def with_timeout(clock: Clock, awaitable: Awaitable[T], seconds: float) ->
 
 
 async def wait_event(clock: Clock, event: asyncio.Event, seconds: float) -> bool:
-    """Wait until ``event`` is set or ``seconds`` pass; True if it was set."""
+    """Wait until ``event`` is set or ``seconds`` pass; True if it was set. Set counts
+    even if another task cleared it again before this one resumed (a producer's idle
+    event, cleared by the next record: a flush that saw it set had its records answered)."""
     if event.is_set():
         return True
     with contextlib.suppress(TimeoutError):
         async with clock.timeout(max(0.0, seconds)):
             await event.wait()
+            return True
     return event.is_set()
 
 
