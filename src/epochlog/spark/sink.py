@@ -18,7 +18,8 @@ given, overrides it for every row), ``partition`` (optional int; null or absent 
 the producer's partitioner), ``headers`` (optional ``array<struct<key: string, value:
 binary>>``). Other columns are ignored. Options: ``bootstrap.servers`` (or
 ``kafka.bootstrap.servers``), ``topic``, and any ``kafka.<setting>`` passed to the
-producer by the Kafka name of the setting (``kafka.linger.ms``, ``kafka.acks``...).
+producer by the Kafka name of the setting (``kafka.linger.ms``, ``kafka.acks``...);
+``batch.size`` is 1000000 unless given (SINK_PRODUCER_DEFAULTS).
 Topics must exist: the sink does not create them."""
 
 from __future__ import annotations
