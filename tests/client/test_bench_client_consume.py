@@ -3,23 +3,13 @@ decode and produce figures are printed. Only completion is checked, never speed.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "client_consume.py"
+from support.bench import run_bench
 
 
 def test_client_consume_benchmark_runs_in_a_tiny_mode() -> None:
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--records", "2000", "--runs", "1"]
-        + ["--produce-records", "500"],
-        capture_output=True,
-        text=True,
-        timeout=600,
+    out = run_bench(
+        "client_consume.py", "--records", "2000", "--runs", "1", "--produce-records", "500"
     )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
-    out = done.stdout
     for name in (
         "epochlog poll_arrow",
         "epochlog poll",

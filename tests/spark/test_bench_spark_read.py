@@ -4,22 +4,11 @@ printed. Only completion and row counts are checked, never speed."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "spark_read.py"
+from support.bench import run_bench
 
 
 def test_spark_read_benchmark_runs_in_a_tiny_mode() -> None:
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--records", "3000", "--runs", "1", "--sink"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
-    out = done.stdout
+    out = run_bench("spark_read.py", "--records", "3000", "--runs", "1", "--sink", timeout=900)
     for line in (
         "run 1: epochlog",
         "epochlog / parquet:",

@@ -5,25 +5,15 @@ never speed."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "spark_task_cpu.py"
+from support.bench import run_bench
 
 
 def test_spark_task_cpu_benchmark_runs_in_a_tiny_mode() -> None:
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--rows", "20000", "--runs", "1"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    out = run_bench("spark_task_cpu.py", "--rows", "20000", "--runs", "1")
     for line in (
         "sink task, batch.size 1e6",
         "sink task, batch.size 16384",
         "source task, one partition",
         "sink default / Java's batch.size:",
     ):
-        assert line in done.stdout, done.stdout
+        assert line in out, out

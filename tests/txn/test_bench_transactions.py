@@ -4,21 +4,10 @@ cluster, read_committed beside read_uncommitted."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "transactions.py"
+from support.bench import run_bench
 
 
 def test_transactions_benchmark_runs_in_a_tiny_mode() -> None:
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--records", "20000", "--runs", "1"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
-    out = done.stdout
+    out = run_bench("transactions.py", "--records", "20000", "--runs", "1")
     for line in ("of idempotent", "of mock", "read_committed consume", "of read_uncommitted"):
         assert line in out, out
