@@ -108,7 +108,10 @@ def check_send_columns(
         if column is not None and len(column) != n:
             raise ValueError(f"{name} has {len(column)} items for {n} values")
     if partitions is not None and partitions.min(initial=0) < -1:
-        raise ValueError(f"partition {int(partitions.min())} of {topic}")
+        raise ValueError(
+            f"partition {int(partitions.min())} of {topic}: a partition is 0 or more, "
+            "or -1 for the partitioner's choice"
+        )
     sizes = values.sizes() if keys is None else values.sizes() + keys.sizes()
     biggest = int(sizes.max(initial=0)) + RECORD_OVERHEAD + BATCH_OVERHEAD
     if biggest > max_request_size:

@@ -64,9 +64,6 @@ class BinaryColumn:
 
         return np.maximum(self.lens, 0)
 
-    def has_nulls(self) -> bool:
-        return bool((self.lens < 0).any())
-
 
 class ColumnRows(Sequence[tuple[bytes | None, bytes | None, tuple[()], int]]):
     """Rows ``rows`` of a value column and an optional key column, without headers, all
