@@ -416,13 +416,9 @@ def _fill_by_partition(
     headers, stamped now (what the Spark sink sends): each partition's records, in call
     order, filled as one; where each record went put back in call order by numpy."""
     now = clock.time_ms()
-    n = len(values)
-    parts = np.fromiter(chosen, np.int64, n)
-    order = np.argsort(parts, kind="stable")
-    starts = np.flatnonzero(np.diff(parts[order])) + 1
-    placed_batches = np.empty(n, object)
-    placed_indexes = np.empty(n, np.int64)
-    for group in np.split(order, starts):
+    parts = np.fromiter(chosen, np.int64, len(values))
+    placement = _Placement(result, len(values))
+    for group in _by_partition(parts):
         positions = group.tolist()
         pick = itemgetter(*positions)
         group_values = [pick(values)] if len(positions) == 1 else pick(values)
@@ -433,12 +429,36 @@ def _fill_by_partition(
         for batch, first, count, at in _fill_partition(
             result, queues, tp, group_values, group_keys, now, clock, room
         ):
-            where = group[at : at + count]
-            placed_batches[where] = batch
-            placed_indexes[where] = np.arange(first, first + count)
-            result._placed[batch] = where.tolist()
-    result._batches.extend(placed_batches.tolist())
-    result._indexes.extend(placed_indexes.tolist())
+            placement.put(batch, group[at : at + count], first)
+    placement.done()
+
+
+def _by_partition(parts: np.ndarray) -> list[np.ndarray]:
+    """The positions of each partition's records, in call order (a stable sort)."""
+    order = np.argsort(parts, kind="stable")
+    return np.split(order, np.flatnonzero(np.diff(parts[order])) + 1)
+
+
+class _Placement:
+    """Where each record of one bulk call went (its batch, its index there), learnt
+    partition by partition and handed to ``result`` in call order."""
+
+    def __init__(self, result: SendManyResult, records: int) -> None:
+        self.result = result
+        self.batches = np.empty(records, object)
+        self.indexes = np.empty(records, np.int64)
+
+    def put(self, batch: _Batch, where: np.ndarray, first: int) -> None:
+        """The records at positions ``where`` went to ``batch``, from its index ``first``."""
+        self.batches[where] = batch
+        self.indexes[where] = np.arange(first, first + len(where))
+        self.result._placed[batch] = where.tolist()
+
+    def done(self) -> None:
+        # An object array indexes as a list does; the indexes as Python ints, which a
+        # caller sees (offsets, callbacks' positions).
+        self.result._batches = self.batches  # type: ignore[assignment]
+        self.result._indexes = self.indexes.tolist()
 
 
 def _open_batch(
@@ -471,15 +491,11 @@ def fill_column_batches(
     numbers into the columns, not records (``ColumnRows``). Nothing here is per record
     in Python: sizes, grouping and where each record went are numpy's."""
     now = clock.time_ms()
-    n = len(values)
     sizes = values.sizes() + RECORD_OVERHEAD
     if keys is not None:
         sizes += keys.sizes()
-    order = np.argsort(chosen, kind="stable")
-    starts = np.flatnonzero(np.diff(chosen[order])) + 1
-    placed_batches = np.empty(n, object)
-    placed_indexes = np.empty(n, np.int64)
-    for group in np.split(order, starts):
+    placement = _Placement(result, len(values))
+    for group in _by_partition(chosen):
         tp = TopicPartition(topic, int(chosen[group[0]]))
         queue = queues.get(tp)
         if queue is None:
@@ -497,10 +513,6 @@ def fill_column_batches(
             batch.bulks.append(result)
             result._pending += 1
             queue.append(batch)
-            placed_batches[where] = batch
-            placed_indexes[where] = np.arange(j - i)
-            result._placed[batch] = where.tolist()
+            placement.put(batch, where, 0)
             i = j
-    # Python ints where a caller sees them (offsets, callbacks' positions).
-    result._batches = placed_batches  # type: ignore[assignment]
-    result._indexes = placed_indexes.tolist()
+    placement.done()
