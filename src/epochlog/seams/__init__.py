@@ -43,6 +43,10 @@ class FileHandle(Protocol):
 
     def truncate(self, size: int) -> None: ...
 
+    def seal(self) -> None:
+        """No more appends are coming (until a truncation): space reserved ahead of
+        the end, if any, is given back."""
+
     def fsync(self) -> None: ...
 
     def size(self) -> int: ...

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import logging
 import os
 import random
@@ -38,13 +39,42 @@ class RealClock:
         return asyncio.timeout(seconds)
 
 
+# Appends this large reserve blocks ahead (an index's 8 or 12 bytes never do) ...
+RESERVE_FROM_BYTES = 4096
+# ... this far past their end.
+RESERVE_AHEAD_BYTES = 4 << 20
+_NO_RESERVATIONS = 1 << 62
+_FALLOC_FL_KEEP_SIZE = 1
+
+
+def _libc_fallocate() -> Callable[[int, int, int, int], int] | None:
+    """glibc's ``fallocate`` (Python's ``os`` has only ``posix_fallocate``, which grows
+    the file); None where there is none."""
+    try:
+        function = ctypes.CDLL(None, use_errno=True).fallocate
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    function.restype = ctypes.c_int
+    return function  # type: ignore[no-any-return]
+
+
+_fallocate = _libc_fallocate()
+
+
 class OsFile:
-    """A file descriptor opened for pread and append, tracking its own size."""
+    """A file descriptor opened for pread and append, tracking its own size.
+
+    Large appends write into blocks reserved ahead of the end (``fallocate`` with
+    FALLOC_FL_KEEP_SIZE, so the size and what is read do not change): ext4 then skips
+    its per-block delayed allocation, a third of a large ``pwrite``'s CPU here. What is
+    reserved past the end is given back by ``seal``, ``truncate`` and ``close``."""
 
     def __init__(self, path: str) -> None:
         self.path = path
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         self._size = os.fstat(self._fd).st_size
+        self._reserved = self._size  # blocks are reserved up to here
 
     def pread(self, size: int, offset: int) -> bytes:
         return os.pread(self._fd, size, offset)
@@ -52,6 +82,8 @@ class OsFile:
     def append(self, data: bytes | memoryview) -> int:
         position = self._size
         view = memoryview(data)
+        if position + len(view) > self._reserved and len(view) >= RESERVE_FROM_BYTES:
+            self._reserve(position + len(view) + RESERVE_AHEAD_BYTES)
         written = 0
         while written < len(view):
             written += os.pwrite(self._fd, view[written:], position + written)
@@ -66,9 +98,26 @@ class OsFile:
         while written < len(view):
             written += os.pwrite(self._fd, view[written:], offset + written)
 
+    def _reserve(self, end: int) -> None:
+        if _fallocate is None:
+            self._reserved = _NO_RESERVATIONS
+            return
+        if _fallocate(self._fd, _FALLOC_FL_KEEP_SIZE, self._size, end - self._size) != 0:
+            # Not supported here (EOPNOTSUPP) or no room: plain appends, which say why.
+            self._reserved = _NO_RESERVATIONS
+            return
+        self._reserved = end
+
+    def seal(self) -> None:
+        """No more appends are coming: give back the blocks reserved past the end."""
+        if self._reserved > self._size and self._reserved != _NO_RESERVATIONS:
+            os.ftruncate(self._fd, self._size)  # ext4 frees blocks past the (same) size
+        self._reserved = self._size
+
     def truncate(self, size: int) -> None:
         os.ftruncate(self._fd, size)
         self._size = size
+        self._reserved = size
 
     def fsync(self) -> None:
         os.fsync(self._fd)
@@ -78,6 +127,7 @@ class OsFile:
 
     def close(self) -> None:
         if self._fd >= 0:
+            self.seal()
             os.close(self._fd)
             self._fd = -1
 

@@ -296,6 +296,9 @@ class SimFile:
         self._view.disk.journal_removal(self.path, bytes(self._stored.data[size:]))
         self._stored.cut(size)
 
+    def seal(self) -> None:
+        """Nothing is reserved ahead in a SimDisk."""
+
     def fsync(self) -> None:
         self._view.check()
         self._stored.sync()

@@ -489,6 +489,7 @@ class LogSegment:
         ``flush=False`` leaves the fsync to the caller (a roll's, done off the loop)."""
         if self.max_timestamp != NO_TIMESTAMP:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.file.seal()
         if flush:
             self.flush()
         self.offset_index.unload()
