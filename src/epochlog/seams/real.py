@@ -41,8 +41,9 @@ class RealClock:
 
 # Appends this large reserve blocks ahead (an index's 8 or 12 bytes never do) ...
 RESERVE_FROM_BYTES = 4096
-# ... this far past their end.
-RESERVE_AHEAD_BYTES = 4 << 20
+# ... this far past their end: at most a MiB unused per file being written (4 or 16
+# MiB ahead saved no more CPU a GiB written, within 5 %).
+RESERVE_AHEAD_BYTES = 1 << 20
 _NO_RESERVATIONS = 1 << 62
 _FALLOC_FL_KEEP_SIZE = 1
 
