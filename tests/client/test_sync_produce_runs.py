@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -63,6 +64,61 @@ def test_every_record_gets_one_callback_in_order_and_a_raising_one_stops_none(
     failed = [r for r in caplog.records if "on_delivery callback failed" in r.getMessage()]
     assert len(failed) == 20
     assert read_values(module_broker.bootstrap, "runs", 0, len(values)) == values
+
+
+@pytest.mark.parametrize(
+    ("case", "topic_config", "producer_config"),
+    [
+        ("create time", {}, {}),
+        ("log append time", {"message.timestamp.type": "LogAppendTime"}, {}),
+        ("acks=0", {}, {"acks": 0, "enable.idempotence": False}),
+    ],
+)
+def test_each_callback_gets_its_own_records_metadata(
+    module_broker: BrokerProcess,
+    case: str,
+    topic_config: dict[str, str],
+    producer_config: dict[str, object],
+) -> None:
+    """Offsets and timestamps as the batch's answer says: the record's own CreateTime
+    or the broker's append time; offset -1 where acks=0 has no answer to give."""
+    topic = "metadata-" + case.replace(" ", "-").replace("=", "")
+    create_topic(module_broker.bootstrap, topic, 2, topic_config)
+    seen: dict[int, RecordMetadata] = {}
+
+    def on_delivery(i: int) -> Any:
+        def delivered(error: BaseException | None, metadata: RecordMetadata | None) -> None:
+            assert error is None and metadata is not None
+            seen[i] = metadata
+
+        return delivered
+
+    count = 3_000
+    stamps = [1_700_000_000_000 + 7 * i for i in range(count)]
+    conf = {"bootstrap.servers": module_broker.bootstrap, "linger.ms": 5, **producer_config}
+    started_ms = int(time.time() * 1000)
+    with Producer(conf) as producer:
+        # The topic's metadata known first: the calls then go as runs (send_many), not
+        # one by one as they wait for it.
+        producer.produce(topic, b"first", partition=0, timestamp=stamps[0] - 1)
+        assert producer.flush(BOUND_S)
+        for i in range(count):
+            producer.produce(
+                topic, b"v", partition=i % 2, timestamp=stamps[i], on_delivery=on_delivery(i)
+            )
+        assert producer.flush(BOUND_S)
+    assert sorted(seen) == list(range(count))
+    assert {(m.topic, m.partition) for i, m in seen.items() if i % 2} == {(topic, 1)}
+    offsets = [seen[i].offset for i in range(count)]
+    if case == "acks=0":
+        assert set(offsets) == {-1}
+    else:
+        assert offsets[0::2] == list(range(1, count // 2 + 1))  # after "first"
+        assert offsets[1::2] == list(range(count // 2))
+    if case == "log append time":
+        assert all(started_ms - 1000 <= m.timestamp <= time.time() * 1000 for m in seen.values())
+    else:
+        assert [seen[i].timestamp for i in range(count)] == stamps
 
 
 def test_send_and_produce_batch_between_produce_calls_keep_their_place(

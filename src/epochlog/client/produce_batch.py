@@ -235,16 +235,23 @@ class SendManyResult(Sequence[RecordMetadata]):
     ) -> None:
         """``callbacks[i](error, metadata)`` for the records i of this call in ``batch``,
         once answered (None: no callback); one that raises is logged, the rest still run."""
-        error, metadata, indexes = batch.error, batch.metadata, self._indexes
+        error, indexes = batch.error, self._indexes
+        if error is not None:
+            for i in positions:
+                _call(callbacks[i], error, None)
+            return
+        # batch.metadata's tuples made here: no method call a record.
+        tp, base, append_time = batch.tp, batch.base_offset, batch.append_time
+        topic, partition, records, make = tp.topic, tp.partition, batch.records, tuple.__new__
         for i in positions:
             callback = callbacks[i]
             if callback is None:
                 continue
+            index = indexes[i]
+            offset = base + index if base >= 0 else -1
+            timestamp = append_time if append_time >= 0 else records[index][3]
             try:
-                if error is not None:
-                    callback(error, None)
-                else:
-                    callback(None, metadata(indexes[i]))
+                callback(None, make(RecordMetadata, (topic, partition, offset, timestamp, None)))
             except Exception:
                 log.exception("on_delivery callback failed")
 
@@ -264,6 +271,14 @@ class SendManyResult(Sequence[RecordMetadata]):
         positions = self._placed.pop(batch, None)
         if positions and self.on_batch is not None:
             self.on_batch(batch, positions)
+
+
+def _call(callback: Callable[[Any, Any], None] | None, error: Any, metadata: Any) -> None:
+    if callback is not None:
+        try:
+            callback(error, metadata)
+        except Exception:
+            log.exception("on_delivery callback failed")
 
 
 def fill_batches(
