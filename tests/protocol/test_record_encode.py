@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from epochlog.protocol import records as records_module
+from epochlog.protocol.batch import HEADER_SIZE
 from epochlog.protocol.column_rows import BinaryColumn, ColumnRows
 from epochlog.protocol.record_encode import encode_records
 from epochlog.protocol.records import build_batch, iter_records
@@ -31,7 +32,10 @@ def test_compiled_section_is_byte_for_byte_the_python_one(seed: int) -> None:
     expected, base, top = records_module._records_section(recs, None)
     compiled = records_module._compiled_section(recs)
     assert compiled is not None
-    assert compiled == (expected, base, top)
+    framed, *stamps = compiled
+    # The section comes after room for the batch's header, written there by build_batch.
+    assert len(framed) == HEADER_SIZE + len(expected)
+    assert (bytes(framed[HEADER_SIZE:]), *stamps) == (expected, base, top)
 
 
 def test_build_batch_takes_the_compiled_path_for_many_plain_records_and_decodes() -> None:
@@ -57,10 +61,11 @@ def test_headers_or_missing_timestamps_keep_the_python_encoder() -> None:
 
 def test_encode_records_with_every_key_null() -> None:
     values = (b"a", b"bb", None)
-    section, base, top = encode_records((None, None, None), values, (7, 7, 7))
-    assert (base, top) == (7, 7)
     expected, _, _ = records_module._records_section([(None, v, (), 0) for v in values], None)
-    assert section == expected
+    for keys in ((None, None, None), None):  # a column of nulls, or none at all
+        section, base, top = encode_records(keys, values, (7, 7, 7))
+        assert (base, top) == (7, 7)
+        assert bytes(section) == expected
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -74,17 +74,19 @@ def _encode(
     value_lens: np.ndarray,
     rows: np.ndarray,
     deltas: np.ndarray,
+    room: int,
 ) -> np.ndarray:
     """Records ``rows`` of the key and value columns (row r: ``lens[r]`` bytes at
-    ``starts[r]``), the j-th of them at offset delta j and timestamp delta ``deltas[j]``."""
+    ``starts[r]``), the j-th of them at offset delta j and timestamp delta ``deltas[j]``,
+    after ``room`` bytes left for the caller."""
     n = rows.shape[0]
-    total = 0
+    total = room
     for j in range(n):
         r = rows[j]
         body = _body_size(j, deltas[j], key_lens[r], value_lens[r])
         total += _varint_size(body) + body
     out = np.empty(total, np.uint8)
-    pos = 0
+    pos = room
     for j in range(n):
         r = rows[j]
         key_len, value_len = key_lens[r], value_lens[r]
@@ -100,33 +102,42 @@ def _encode(
 
 
 def encode_records(
-    keys: Sequence[bytes | None], values: Sequence[bytes | None], timestamps: Sequence[int]
-) -> tuple[bytes, int, int]:
-    """The records section (no headers) of keys, values and timestamps, record i at
-    offset delta i: (bytes, base timestamp, max timestamp)."""
+    keys: Sequence[bytes | None] | None,
+    values: Sequence[bytes | None],
+    timestamps: Sequence[int],
+    room: int = 0,
+) -> tuple[np.ndarray, int, int]:
+    """The records section (no headers) of keys (None: all null), values and
+    timestamps, record i at offset delta i, after ``room`` bytes left free (a batch's
+    header, written there by the caller: no copy of the section to put it in front):
+    (bytes, base timestamp, max timestamp)."""
     deltas = np.fromiter(timestamps, np.int64, len(timestamps))
     base = int(deltas[0])
     deltas -= base
-    key_col, value_col = BinaryColumn.of(keys), BinaryColumn.of(values)
+    key_col = None if keys is None else BinaryColumn.of(keys)
     rows = np.arange(len(deltas), dtype=np.int64)
-    return _section(key_col, value_col, rows, deltas), base, base + int(deltas.max())
+    section = _section(key_col, BinaryColumn.of(values), rows, deltas, room)
+    return section, base, base + int(deltas.max())
 
 
-def encode_rows(records: ColumnRows) -> tuple[bytes, int, int]:
-    """The records section of rows held as columns (one timestamp, no headers):
-    (bytes, base timestamp, max timestamp)."""
+def encode_rows(records: ColumnRows, room: int = 0) -> tuple[np.ndarray, int, int]:
+    """``encode_records`` for rows held as columns (one timestamp, no headers)."""
     deltas = np.zeros(len(records.rows), np.int64)
-    section = _section(records.keys, records.values, records.rows, deltas)
+    section = _section(records.keys, records.values, records.rows, deltas, room)
     return section, records.timestamp, records.timestamp
 
 
 def _section(
-    keys: BinaryColumn | None, values: BinaryColumn, rows: np.ndarray, deltas: np.ndarray
-) -> bytes:
+    keys: BinaryColumn | None,
+    values: BinaryColumn,
+    rows: np.ndarray,
+    deltas: np.ndarray,
+    room: int,
+) -> np.ndarray:
     if keys is None:
         n = len(values)
         keys = BinaryColumn(_NO_BYTES, np.zeros(n, np.int64), np.full(n, -1, np.int64))
-    encoded = _encode(
+    return _encode(
         keys.data,
         keys.starts,
         keys.lens,
@@ -135,8 +146,8 @@ def _section(
         values.lens,
         rows.astype(np.int64, copy=False),
         deltas,
+        room,
     )
-    return encoded.tobytes()
 
 
 _NO_BYTES = np.empty(0, np.uint8)

@@ -344,18 +344,23 @@ def build_batch(
     if not records:
         raise ValueError("a record batch needs at least one record")
     if isinstance(records, ColumnRows):
-        compiled: tuple[bytes, int, int] | None = _encoder().encode_rows(records)
+        compiled = _encoder().encode_rows(records, _batch.HEADER_SIZE)
     elif len(records) > _SCALAR_UP_TO:
         compiled = _compiled_section(records)
     else:
         compiled = None
+    # The batch is written into ``framed`` when the compiled encoder left the header's
+    # room in front of the records: no copy of them but the final bytes().
+    framed: Any = None
     if compiled is not None:
-        body, base_timestamp, max_timestamp = compiled
+        framed, base_timestamp, max_timestamp = compiled
+        body: bytes | memoryview = memoryview(framed)[_batch.HEADER_SIZE :]
     else:
         body, base_timestamp, max_timestamp = _records_section(records, now_ms)
     count = len(records)
     if compression:
-        body = _compress(compression, body)
+        body = _compress(compression, bytes(body))
+        framed = None
     attributes = compression
     if timestamp_type_log_append:
         attributes |= _batch.TIMESTAMP_TYPE_BIT
@@ -363,8 +368,11 @@ def build_batch(
         attributes |= _batch.TRANSACTIONAL_BIT
     if is_control:
         attributes |= _batch.CONTROL_BIT
-    out = bytearray(_EMPTY_HEADER)
-    out += body
+    if framed is None:
+        out = bytearray(_EMPTY_HEADER)
+        out += body
+    else:
+        out = framed
     _HEADER_STRUCT.pack_into(
         out,
         0,
@@ -453,9 +461,10 @@ def _records_section(records: Sequence[Any], now_ms: int | None) -> tuple[bytes,
     return b"".join(pieces), base_timestamp, max_timestamp
 
 
-def _compiled_section(records: Sequence[Any]) -> tuple[bytes, int, int] | None:
+def _compiled_section(records: Sequence[Any]) -> tuple[Any, int, int] | None:
     """``_records_section`` by the compiled encoder, for records that are tuples without
-    headers and with their timestamps; None for any other (the Python encoder's)."""
+    headers and with their timestamps, after a batch header's room (``encode_records``);
+    None for any other (the Python encoder's)."""
     if type(records[0]) is not tuple:
         return None
     # Column by column, not zip(*records): that holds an iterator per record, which a
@@ -465,8 +474,10 @@ def _compiled_section(records: Sequence[Any]) -> tuple[bytes, int, int] | None:
     stamps = list(map(_TIMESTAMP, records))
     if any(headers) or None in stamps:
         return None
-    keys, values = list(map(_KEY, records)), list(map(_VALUE, records))
-    return _encoder().encode_records(keys, values, stamps)
+    keys = list(map(_KEY, records))
+    if keys.count(None) == len(keys):
+        keys = None  # no column of nulls to build
+    return _encoder().encode_records(keys, list(map(_VALUE, records)), stamps, _batch.HEADER_SIZE)
 
 
 _KEY, _VALUE, _HEADERS, _TIMESTAMP = map(operator.itemgetter, range(4))
