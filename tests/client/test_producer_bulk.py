@@ -242,7 +242,7 @@ def test_values_to_one_partition_are_batched_as_record_by_record(room: int) -> N
             # An open batch already holding a record, as a produce() before would leave.
             queues[TopicPartition("t", 2)] = deque([_Batch(TopicPartition("t", 2), 0.0)])
             opened = queues[TopicPartition("t", 2)][0]
-            opened.records.append((None, b"earlier", (), 1))
+            opened.records.append(None, b"earlier", (), 1)
             opened.size = 27
             fill_batches(result, queues, "t", values, None, 2, None, headers, None, 3,
                          lambda *_: 2, clock, room)  # fmt: skip
@@ -280,7 +280,7 @@ def test_records_with_chosen_partitions_are_batched_as_record_by_record(with_key
                 for b, i in zip(result._batches, result._indexes, strict=True)
             ]
             batches = [
-                (tp.partition, b.size, b.records)
+                (tp.partition, b.size, list(b.records))
                 for tp, q in sorted(queues.items(), key=lambda item: item[0].partition)
                 for b in q
             ]

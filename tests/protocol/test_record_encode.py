@@ -12,7 +12,7 @@ import pytest
 
 from epochlog.protocol import records as records_module
 from epochlog.protocol.batch import HEADER_SIZE
-from epochlog.protocol.column_rows import BinaryColumn, ColumnRows
+from epochlog.protocol.column_rows import BinaryColumn, ColumnRows, RecordLists
 from epochlog.protocol.record_encode import encode_records
 from epochlog.protocol.records import build_batch, iter_records
 
@@ -86,3 +86,35 @@ def test_rows_held_as_columns_encode_as_the_same_records_as_tuples(seed: int) ->
         )
         assert built == build_batch(as_tuples, producer_id=3, base_sequence=5)
         assert ColumnRows(key_column, values, rows, 99)[7] == as_tuples[7]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_record_lists_build_as_the_same_records_held_as_tuples(seed: int) -> None:
+    """An open producer batch's ``RecordLists`` (records appended one by one and runs
+    extended whole, keys null or not, headers or none) is byte for byte the batch of
+    the same records as tuples, by the compiled encoder or the Python one."""
+    rng = random.Random(seed)
+    lists, as_tuples = RecordLists(), []
+    for _ in range(rng.randint(2, 12)):
+        stamp = 1_700_000_000_000 + rng.randint(-1000, 1000)
+        if rng.random() < 0.5:
+            values = [rng.randbytes(rng.choice([0, 9, 300])) for _ in range(rng.randint(1, 80))]
+            keys = None if rng.random() < 0.5 else [b"k%d" % i for i in range(len(values))]
+            lists.extend(keys, values, stamp)
+            as_tuples += [(keys and keys[i], v, (), stamp) for i, v in enumerate(values)]
+        else:
+            record = (rng.choice([None, b"key"]), rng.choice([None, b"v" * 40]), (), stamp)
+            lists.append(*record)
+            as_tuples.append(record)
+    if seed == 3:  # headers send the batch to the Python encoder
+        lists.append(None, b"h", (("h", b"x"),), 5)
+        as_tuples.append((None, b"h", (("h", b"x"),), 5))
+    assert list(lists) == as_tuples and len(lists) == len(as_tuples)
+    assert [lists[i] for i in range(len(lists))] == as_tuples
+    assert (records_module._compiled_section(lists) is None) == (seed == 3)
+    assert lists.keyed == any(k is not None for k, _, _, _ in as_tuples)
+    built = build_batch(lists, producer_id=3, base_sequence=5)
+    assert built == build_batch(as_tuples, producer_id=3, base_sequence=5)
+    # ... and the Python encoder writes the same bytes as the compiled one.
+    python_section, _, _ = records_module._records_section(as_tuples, None)
+    assert built[HEADER_SIZE:] == python_section

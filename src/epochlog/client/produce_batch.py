@@ -18,7 +18,7 @@ from typing import Any, NamedTuple, overload
 import numpy as np
 
 from epochlog.client.errors import DeliveryError, TopicPartition
-from epochlog.protocol.column_rows import BinaryColumn, ColumnRows
+from epochlog.protocol.column_rows import BinaryColumn, ColumnRows, RecordLists
 from epochlog.protocol.errors import ErrorCode
 from epochlog.seams import Clock
 
@@ -130,20 +130,18 @@ class RecordMetadata(NamedTuple):
     leader_epoch: int | None = None
 
 
-# A record's headers as kept for build_batch. A tuple, not a list: a record of bytes,
-# ints and tuples holds nothing the cyclic collector has to follow, so the collector
-# stops tracking it at its first pass; a list in every record kept the producer's whole
-# backlog tracked, and queueing a record cost 345 ns instead of 101.
+# A record's headers as kept for build_batch. A tuple, not a list: a tuple of bytes and
+# str holds nothing the cyclic collector has to follow, so it stops tracking it at its
+# first pass; lists kept the producer's whole backlog tracked, and queueing a record
+# cost 345 ns instead of 101.
 RecordHeaders = tuple[tuple[str, bytes | None], ...]
-# (key, value, headers, timestamp): what build_batch encodes, kept as is.
-_Rec = tuple[bytes | None, bytes | None, RecordHeaders, int]
 
 
 @dataclass(eq=False)
 class _Batch:
     tp: TopicPartition
     created: float
-    records: list[_Rec] | ColumnRows = field(default_factory=list)
+    records: RecordLists | ColumnRows = field(default_factory=RecordLists)
     # Futures of records sent one by one with send(), and their indexes in records: two
     # lists, not a list of pairs, as a pair per queued record would be one more object
     # the cyclic collector walks at every full pass over the backlog.
@@ -162,9 +160,9 @@ class _Batch:
     error: BaseException | None = None
 
     def takes_more(self) -> bool:
-        """Open for more records: not encoded yet, and a list of them (a batch filled
+        """Open for more records: not encoded yet, and held as lists (a batch filled
         from columns is full as made)."""
-        return self.payload is None and type(self.records) is list
+        return self.payload is None and type(self.records) is RecordLists
 
     def wait(self, index: int, future: asyncio.Future[RecordMetadata]) -> None:
         """``future`` is answered with the metadata of ``records[index]``."""
@@ -174,10 +172,24 @@ class _Batch:
     def metadata(self, index: int) -> RecordMetadata:
         """Where ``records[index]`` was stored, once the batch is acknowledged; made with
         ``tuple.__new__``, without RecordMetadata's Python-level ``__new__``."""
-        base, append_time, tp = self.base_offset, self.append_time, self.tp
+        base, append_time, tp, records = self.base_offset, self.append_time, self.tp, self.records
         offset = base + index if base >= 0 else -1
-        timestamp = append_time if append_time >= 0 else self.records[index][3]
+        if append_time >= 0:
+            timestamp = append_time
+        elif type(records) is RecordLists:
+            timestamp = records.timestamps[index]
+        else:
+            timestamp = records.timestamp
         return tuple.__new__(RecordMetadata, (tp.topic, tp.partition, offset, timestamp, None))
+
+    def timestamps(self) -> list[int]:
+        """Each record's timestamp as stored (the broker's append time, or its own), for
+        a loop over many: one list, not a call a record."""
+        if self.append_time >= 0:
+            return [self.append_time] * len(self.records)
+        if type(self.records) is RecordLists:
+            return self.records.timestamps
+        return [self.records.timestamp] * len(self.records)
 
     def fail(self, error: BaseException) -> None:
         self.error = error
@@ -241,17 +253,18 @@ class SendManyResult(Sequence[RecordMetadata]):
                 _call(callbacks[i], error, None)
             return
         # batch.metadata's tuples made here: no method call a record.
-        tp, base, append_time = batch.tp, batch.base_offset, batch.append_time
-        topic, partition, records, make = tp.topic, tp.partition, batch.records, tuple.__new__
+        tp, base, stamps = batch.tp, batch.base_offset, batch.timestamps()
+        topic, partition, make = tp.topic, tp.partition, tuple.__new__
         for i in positions:
             callback = callbacks[i]
             if callback is None:
                 continue
             index = indexes[i]
             offset = base + index if base >= 0 else -1
-            timestamp = append_time if append_time >= 0 else records[index][3]
             try:
-                callback(None, make(RecordMetadata, (topic, partition, offset, timestamp, None)))
+                callback(
+                    None, make(RecordMetadata, (topic, partition, offset, stamps[index], None))
+                )
             except Exception:
                 log.exception("on_delivery callback failed")
 
@@ -355,7 +368,7 @@ def fill_batches(
             batch.bulks.append(result)
             result._pending += 1
         records = batch.records
-        records.append((key, value, hdrs, timestamp))
+        records.append(key, value, hdrs, timestamp)  # type: ignore[union-attr]
         batch.size += size
         batches.append(batch)
         indexes.append(len(records) - 1)
@@ -393,8 +406,7 @@ def _fill_partition(
         j = max(j, i + 1)  # an empty batch takes one record whatever its size
         records = batch.records
         filled.append((batch, len(records), j - i, i))
-        these_keys = repeat(None) if keys is None else keys[i:j]
-        records.extend(zip(these_keys, values[i:j], repeat(()), repeat(now)))
+        records.extend(None if keys is None else keys[i:j], values[i:j], now)  # type: ignore[union-attr]
         batch.size += totals[j] - totals[i]
         i = j
     return filled

@@ -248,7 +248,7 @@ class AsyncProducer(BulkSends, TransactionalApi):
         if timestamp is None:
             timestamp = self._clock.time_ms()
         records = batch.records
-        records.append((key, value, hdrs, timestamp))
+        records.append(key, value, hdrs, timestamp)  # type: ignore[union-attr]
         batch.size += size
         self._idle.clear()
         if len(records) == 1 or len(queue) > 1 or batch.size >= self._batch_size:

@@ -1,15 +1,17 @@
-"""Records held as columns, not as a Python object each: what a producer batch keeps
-when its records came in as columns (the Spark sink's Arrow batches), so that neither
-queueing nor encoding them (``record_encode.encode_rows``) makes an object per record.
+"""Records held as columns, not as a Python object each: what a producer batch keeps,
+as lists while it is open (``RecordLists``) or as Arrow's buffers when its records came
+in as columns (``ColumnRows``: the Spark sink's batches), so that neither queueing nor
+encoding them (``record_encode``) makes an object per record.
 Free of numpy and numba when imported (``records`` imports it, and a process that only
 reads a few records never loads them): the compiled encoder is loaded only when a batch
 is encoded."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from itertools import repeat
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import numpy as np
@@ -85,3 +87,53 @@ class ColumnRows(Sequence[tuple[bytes | None, bytes | None, tuple[()], int]]):
         row = int(self.rows[index])
         key = None if self.keys is None else self.keys.item(row)
         return key, self.values.item(row), NO_HEADERS, self.timestamp
+
+
+class RecordLists(Sequence[tuple[bytes | None, bytes | None, Any, int]]):
+    """Records as four lists (keys, values, headers, timestamps) instead of a tuple
+    each: what an open producer batch keeps, so that a run of records is added by
+    extending lists (no object a record) and ``build_batch`` hands the columns to the
+    compiled encoder as they are. Indexed, a record reads as its ``(key, value,
+    headers, timestamp)`` tuple; timestamps are always given (the producer stamps them)."""
+
+    __slots__ = ("keys", "values", "headers", "timestamps", "keyed", "headed")
+
+    def __init__(self) -> None:
+        self.keys: list[bytes | None] = []
+        self.values: list[bytes | None] = []
+        self.headers: list[Any] = []
+        self.timestamps: list[int] = []
+        self.keyed = False  # some key is not null
+        self.headed = False  # some record has headers
+
+    def append(self, key: bytes | None, value: bytes | None, headers: Any, timestamp: int) -> None:
+        self.keys.append(key)
+        self.values.append(value)
+        self.headers.append(headers)
+        self.timestamps.append(timestamp)
+        if key is not None:
+            self.keyed = True
+        if headers:
+            self.headed = True
+
+    def extend(self, keys: Sequence[bytes] | None, values: Sequence[bytes], timestamp: int) -> None:
+        """Records of ``values`` and ``keys`` (None: all null), without headers, all
+        stamped ``timestamp``."""
+        n = len(values)
+        self.values.extend(values)
+        if keys is None:
+            self.keys.extend(repeat(None, n))
+        else:
+            self.keys.extend(keys)
+            self.keyed = True
+        self.headers.extend(repeat(NO_HEADERS, n))
+        self.timestamps.extend(repeat(timestamp, n))
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __iter__(self) -> Iterator[tuple[bytes | None, bytes | None, Any, int]]:
+        return zip(self.keys, self.values, self.headers, self.timestamps, strict=True)
+
+    def __getitem__(self, index: int) -> tuple[bytes | None, bytes | None, Any, int]:  # type: ignore[override]
+        return self.keys[index], self.values[index], self.headers[index], self.timestamps[index]

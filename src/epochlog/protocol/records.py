@@ -25,7 +25,7 @@ import crc32c
 
 from epochlog.protocol import batch as _batch
 from epochlog.protocol.batch import Buffer
-from epochlog.protocol.column_rows import ColumnRows
+from epochlog.protocol.column_rows import ColumnRows, RecordLists
 from epochlog.protocol.compression import compress as _compress
 from epochlog.protocol.compression import decompress
 from epochlog.protocol.errors import ErrorCode, KafkaError
@@ -462,22 +462,29 @@ def _records_section(records: Sequence[Any], now_ms: int | None) -> tuple[bytes,
 
 
 def _compiled_section(records: Sequence[Any]) -> tuple[Any, int, int] | None:
-    """``_records_section`` by the compiled encoder, for records that are tuples without
-    headers and with their timestamps, after a batch header's room (``encode_records``);
-    None for any other (the Python encoder's)."""
-    if type(records[0]) is not tuple:
+    """``_records_section`` by the compiled encoder, for records without headers and
+    with their timestamps (``RecordLists``, or tuples), after a batch header's room
+    (``encode_records``); None for any other (the Python encoder's)."""
+    if type(records) is RecordLists:
+        if records.headed:
+            return None
+        keys = records.keys if records.keyed else None
+        values, stamps = records.values, records.timestamps
+    elif type(records[0]) is tuple:
+        # Column by column, not zip(*records): that holds an iterator per record, which
+        # a collection during the zip promotes, and enough promoted objects bring on full
+        # collections of the whole heap (38% of a producer's time, py-spy, gc.callbacks).
+        headers = list(map(_HEADERS, records))
+        stamps = list(map(_TIMESTAMP, records))
+        if any(headers) or None in stamps:
+            return None
+        keys = list(map(_KEY, records))
+        if keys.count(None) == len(keys):
+            keys = None  # no column of nulls to build
+        values = list(map(_VALUE, records))
+    else:
         return None
-    # Column by column, not zip(*records): that holds an iterator per record, which a
-    # collection during the zip promotes, and enough promoted objects bring on full
-    # collections of the whole heap (38% of a producer's time, py-spy and gc.callbacks).
-    headers = list(map(_HEADERS, records))
-    stamps = list(map(_TIMESTAMP, records))
-    if any(headers) or None in stamps:
-        return None
-    keys = list(map(_KEY, records))
-    if keys.count(None) == len(keys):
-        keys = None  # no column of nulls to build
-    return _encoder().encode_records(keys, list(map(_VALUE, records)), stamps, _batch.HEADER_SIZE)
+    return _encoder().encode_records(keys, values, stamps, _batch.HEADER_SIZE)
 
 
 _KEY, _VALUE, _HEADERS, _TIMESTAMP = map(operator.itemgetter, range(4))
