@@ -139,3 +139,22 @@ def test_a_rolled_segment_keeps_no_reserved_blocks(reserving: Path) -> None:
     assert allocated(active.path) > blocks_for(active.size())  # still reserving
     log.close()
     assert allocated(active.path) <= blocks_for(active.size())
+
+
+def test_a_seal_that_cannot_give_back_only_logs(
+    reserving: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A roll must not fail because reserved space could not be given back."""
+    f = OsFile(str(reserving / "seg.log"))
+    data = os.urandom(RESERVE_FROM_BYTES)
+    f.append(data)
+
+    def failing(fd: int, size: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(real.os, "ftruncate", failing)
+    f.seal()
+    assert "reserved blocks not given back" in caplog.text
+    monkeypatch.undo()
+    assert f.pread(2 * len(data), 0) == data
+    f.close()

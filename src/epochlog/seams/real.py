@@ -23,6 +23,7 @@ from epochlog.seams.socket_stream import (
 )
 
 log = logging.getLogger("epochlog.network")
+disk_log = logging.getLogger("epochlog.disk")
 
 
 class RealClock:
@@ -111,8 +112,11 @@ class OsFile:
 
     def seal(self) -> None:
         """No more appends are coming: give back the blocks reserved past the end."""
-        if self._reserved > self._size and self._reserved != _NO_RESERVATIONS:
-            os.ftruncate(self._fd, self._size)  # ext4 frees blocks past the (same) size
+        if self._fd >= 0 and self._size < self._reserved != _NO_RESERVATIONS:
+            try:
+                os.ftruncate(self._fd, self._size)  # ext4 frees blocks past the (same) size
+            except OSError as exc:  # the data is whole: only space stays taken
+                disk_log.warning("%s: reserved blocks not given back: %s", self.path, exc)
         self._reserved = self._size
 
     def truncate(self, size: int) -> None:
