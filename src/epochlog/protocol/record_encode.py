@@ -110,7 +110,7 @@ def encode_records(
     """The records section (no headers) of keys (None: all null), values and
     timestamps, record i at offset delta i, after ``room`` bytes left free (a batch's
     header, written there by the caller: no copy of the section to put it in front):
-    (bytes, base timestamp, max timestamp)."""
+    (the uint8 array, base timestamp, max timestamp)."""
     deltas = np.fromiter(timestamps, np.int64, len(timestamps))
     base = int(deltas[0])
     deltas -= base
