@@ -7,13 +7,13 @@ UNKNOWN_TOPIC_OR_PARTITION."""
 
 from __future__ import annotations
 
-import asyncio
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from epochlog.client.errors import DeliveryError, TopicPartition
 from epochlog.client.produce_batch import RecordMetadata, _Batch
+from epochlog.client.record_future import HeldRecord
 from epochlog.protocol.errors import ErrorCode
 
 Header = tuple[str, bytes | None]
@@ -33,7 +33,7 @@ class UnplacedRecord:
     partition: int | None
     headers: Iterable[Header] | None
     timestamp: int | None
-    future: asyncio.Future[RecordMetadata]
+    future: HeldRecord[RecordMetadata]
     sent_at: float
 
 
@@ -50,12 +50,11 @@ class RecordsAwaitingMetadata(dict[str, deque[UnplacedRecord]]):
         headers: Iterable[Header] | None,
         timestamp: int | None,
         now: float,
-    ) -> asyncio.Future[RecordMetadata]:
-        """Keep a record until its topic is known; its future is ``send``'s answer."""
-        future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+        future: HeldRecord[RecordMetadata],
+    ) -> None:
+        """Keep a record until its topic is known; ``future`` is ``send``'s answer."""
         record = UnplacedRecord(value, key, partition, headers, timestamp, future, now)
         self.setdefault(topic, deque()).append(record)
-        return future
 
     def place(self, partition_count: Callable[[str], int | None], add: AddRecord) -> bool:
         """Hand every record whose topic is now known to ``add`` (the producer's append),

@@ -11,6 +11,7 @@ from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import accumulate, repeat
 from operator import add, itemgetter
 from typing import Any, NamedTuple, overload
@@ -18,6 +19,7 @@ from typing import Any, NamedTuple, overload
 import numpy as np
 
 from epochlog.client.errors import DeliveryError, TopicPartition
+from epochlog.client.record_future import RecordOutcomes
 from epochlog.protocol.column_rows import BinaryColumn, ColumnRows, RecordLists
 from epochlog.protocol.errors import ErrorCode
 from epochlog.seams import Clock
@@ -147,6 +149,8 @@ class _Batch:
     # the cyclic collector walks at every full pass over the backlog.
     waiters: list[asyncio.Future[RecordMetadata]] = field(default_factory=list)
     waiter_indexes: list[int] = field(default_factory=list)
+    # What send()'s futures of records here look at (see record_future).
+    outcomes: RecordOutcomes[RecordMetadata] | None = None
     # send_many() calls with records here: one entry per call, not per record.
     bulks: list[SendManyResult] = field(default_factory=list)
     size: int = 0
@@ -170,29 +174,33 @@ class _Batch:
         self.waiter_indexes.append(index)
 
     def metadata(self, index: int) -> RecordMetadata:
-        """Where ``records[index]`` was stored, once the batch is acknowledged; made with
-        ``tuple.__new__``, without RecordMetadata's Python-level ``__new__``."""
-        base, append_time, tp, records = self.base_offset, self.append_time, self.tp, self.records
-        offset = base + index if base >= 0 else -1
-        if append_time >= 0:
-            timestamp = append_time
-        elif type(records) is RecordLists:
-            timestamp = records.timestamps[index]
-        else:
-            timestamp = records.timestamp
-        return tuple.__new__(RecordMetadata, (tp.topic, tp.partition, offset, timestamp, None))
+        """Where ``records[index]`` was stored, once the batch is acknowledged."""
+        return _metadata(self.tp.topic, self.tp.partition, self.base_offset, self._stamps(), index)
+
+    def answers(self) -> Callable[[int], RecordMetadata]:
+        """``metadata`` from copies of what it needs: a caller's future must not keep the
+        batch's records alive."""
+        return partial(
+            _metadata, self.tp.topic, self.tp.partition, self.base_offset, self._stamps()
+        )
 
     def timestamps(self) -> list[int]:
-        """Each record's timestamp as stored (the broker's append time, or its own), for
-        a loop over many: one list, not a call a record."""
+        """Each record's timestamp as stored, for a loop over many: one list, not a call
+        a record."""
+        stamps = self._stamps()
+        return [stamps] * len(self.records) if type(stamps) is int else stamps  # type: ignore[return-value]
+
+    def _stamps(self) -> int | list[int]:
+        """The broker's append time, else each record's own (one for a column batch)."""
         if self.append_time >= 0:
-            return [self.append_time] * len(self.records)
-        if type(self.records) is RecordLists:
-            return self.records.timestamps
-        return [self.records.timestamp] * len(self.records)
+            return self.append_time
+        records = self.records
+        return records.timestamps if type(records) is RecordLists else records.timestamp  # type: ignore[union-attr]
 
     def fail(self, error: BaseException) -> None:
         self.error = error
+        if self.outcomes is not None:
+            self.outcomes.settle(error, None)
         for future in self.waiters:
             if not future.done():
                 future.set_exception(error)
@@ -201,6 +209,8 @@ class _Batch:
 
     def complete(self, base_offset: int, append_time: int) -> None:
         self.base_offset, self.append_time = base_offset, append_time
+        if self.outcomes is not None:
+            self.outcomes.settle(None, self.answers())
         for i, future in zip(self.waiter_indexes, self.waiters, strict=True):
             if not future.done():
                 future.set_result(self.metadata(i))
@@ -284,6 +294,16 @@ class SendManyResult(Sequence[RecordMetadata]):
         positions = self._placed.pop(batch, None)
         if positions and self.on_batch is not None:
             self.on_batch(batch, positions)
+
+
+def _metadata(
+    topic: str, partition: int, base_offset: int, stamps: int | list[int], index: int
+) -> RecordMetadata:
+    """Where a batch's record ``index`` was stored (``stamps``: see ``_Batch._stamps``);
+    made with ``tuple.__new__``, without RecordMetadata's Python-level ``__new__``."""
+    offset = base_offset + index if base_offset >= 0 else -1
+    stamp = stamps if type(stamps) is int else stamps[index]  # type: ignore[index]
+    return tuple.__new__(RecordMetadata, (topic, partition, offset, stamp, None))
 
 
 def _call(callback: Callable[[Any, Any], None] | None, error: Any, metadata: Any) -> None:

@@ -34,6 +34,7 @@ from epochlog.client.produce_batch import (
 )
 from epochlog.client.producer_bulk import BulkSends, Headers
 from epochlog.client.producer_id import FIRST_PRODUCER_ID, ProducerIds
+from epochlog.client.record_future import HeldRecord, RecordFuture, RecordOutcomes
 from epochlog.client.security import client_network
 from epochlog.client.transactions import TransactionalApi, TransactionManager
 from epochlog.protocol.errors import ErrorCode
@@ -117,7 +118,8 @@ class AsyncProducer(BulkSends, TransactionalApi):
                 # Asked by the sender before it seals anything: send() never waits for
                 # it, and records expire by delivery.timeout.ms if no broker answers.
                 self._producer_ids.renewal = FIRST_PRODUCER_ID
-            self._sender = asyncio.get_running_loop().create_task(self._run())
+            self._loop = asyncio.get_running_loop()
+            self._sender = self._loop.create_task(self._run())
 
     async def partitions_for(self, topic: str) -> int:
         """Partition count of ``topic``, waiting for its metadata if needed."""
@@ -136,9 +138,10 @@ class AsyncProducer(BulkSends, TransactionalApi):
         partition: int | None = None,
         headers: Headers | None = None,
         timestamp: int | None = None,
-    ) -> asyncio.Future[RecordMetadata]:
-        """Enqueue one record; the returned future completes when it is acknowledged.
-        Records are enqueued in the order of the calls."""
+    ) -> RecordFuture[RecordMetadata]:
+        """Enqueue one record; the returned future (an asyncio future to asyncio, see
+        record_future) completes when it is acknowledged. Records are enqueued in the
+        order of the calls."""
         if headers is not None:
             headers = tuple(headers)  # read once, here: an iterator would be used up
         if self._txn is not None:
@@ -159,7 +162,9 @@ class AsyncProducer(BulkSends, TransactionalApi):
                 self._idle.clear()
                 self._wake.set()
                 now = self._clock.monotonic()
-                return self._awaiting.hold(topic, value, key, partition, headers, timestamp, now)
+                held = HeldRecord[RecordMetadata](self._loop)
+                self._awaiting.hold(topic, value, key, partition, headers, timestamp, now, held)
+                return held.future(0)
             return self._append(topic, value, key, partition, headers, timestamp, count)
 
     def partitions_now(self, topic: str) -> int | None:
@@ -187,7 +192,10 @@ class AsyncProducer(BulkSends, TransactionalApi):
         count = self.partitions_now(topic)
         if count is None:
             return False
-        self._append(topic, value, key, partition, headers, timestamp, count, waiter)
+        if self._closed:
+            raise RuntimeError("producer is closed")
+        batch, index = self._add(topic, value, key, partition, headers, timestamp, count)
+        batch.wait(index, waiter)
         return True
 
     def _append(
@@ -199,17 +207,15 @@ class AsyncProducer(BulkSends, TransactionalApi):
         headers: Headers | None,
         timestamp: int | None,
         count: int,
-        waiter: Any = None,
-    ) -> Any:
-        """Add a record to its batch; its waiter (by default a new asyncio future) is
-        answered with the record's metadata or error."""
+    ) -> RecordFuture[RecordMetadata]:
+        """Add a record to its batch; its future, a view of its outcome there."""
         if self._closed:
             raise RuntimeError("producer is closed")
-        if waiter is None:
-            waiter = asyncio.get_running_loop().create_future()
         batch, index = self._add(topic, value, key, partition, headers, timestamp, count)
-        batch.wait(index, waiter)
-        return waiter
+        outcomes = batch.outcomes
+        if outcomes is None:
+            outcomes = batch.outcomes = RecordOutcomes(self._loop)
+        return RecordFuture(outcomes, index)
 
     def _add(
         self,
