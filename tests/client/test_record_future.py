@@ -193,9 +193,9 @@ def test_send_against_a_broker_pending_records_hold_no_object_each(tmp_path: Pat
         async with running_broker(tmp_path) as broker:
             admin = AsyncAdmin({"bootstrap.servers": bootstrap(broker)}, broker.seams)
             await admin.create_topic("t", partitions=1, replication_factor=1)
-            producer = AsyncProducer(
-                {"bootstrap.servers": bootstrap(broker), "linger.ms": 5}, broker.seams
-            )
+            # One batch takes them all: nothing is sent (nor made) while they are counted.
+            config = {"bootstrap.servers": bootstrap(broker), "batch.size": 10_000_000}
+            producer = AsyncProducer(config, broker.seams)
             first = await producer.send("t", b"first", partition=0)
             await first
             delivered: list[int] = []

@@ -37,6 +37,7 @@ from epochlog.client.producer_id import FIRST_PRODUCER_ID, ProducerIds
 from epochlog.client.record_future import HeldRecord, RecordFuture, RecordOutcomes
 from epochlog.client.security import client_network
 from epochlog.client.transactions import TransactionalApi, TransactionManager
+from epochlog.protocol.column_rows import RecordLists
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.records import build_batch
 from epochlog.seams import Seams
@@ -146,8 +147,13 @@ class AsyncProducer(BulkSends, TransactionalApi):
             headers = tuple(headers)  # read once, here: an iterator would be used up
         if self._txn is not None:
             self._txn.check_send()
-        count = self.partitions_now(topic)
-        if count is not None:  # append without suspending
+        # partitions_now, inline: this is the path of every record sent one by one.
+        if (
+            self._sender is not None
+            and not self._enqueue_lock.locked()
+            and topic not in self._awaiting
+            and (count := self._cluster.cache.partition_count(topic)) is not None
+        ):
             return self._append(topic, value, key, partition, headers, timestamp, count)
         async with self._enqueue_lock:
             if self._closed:
@@ -248,19 +254,21 @@ class AsyncProducer(BulkSends, TransactionalApi):
         if size + BATCH_OVERHEAD > self._max_request_size:
             raise RecordTooLargeError(tp, size + BATCH_OVERHEAD, self._max_request_size)
         batch = queue[-1] if queue and queue[-1].takes_more() else None
-        if batch is None or (batch.records and batch.size + size > self._batch_room):
+        # (A batch's size is above 0 once it has a record.)
+        if batch is None or (batch.size and batch.size + size > self._batch_room):
             batch = _Batch(tp, self._clock.monotonic())
             queue.append(batch)
         if timestamp is None:
             timestamp = self._clock.time_ms()
-        records = batch.records
-        records.append(key, value, hdrs, timestamp)  # type: ignore[union-attr]
+        records: RecordLists = batch.records  # type: ignore[assignment]
+        records.append(key, value, hdrs, timestamp)
         batch.size += size
         self._idle.clear()
-        if len(records) == 1 or len(queue) > 1 or batch.size >= self._batch_size:
+        index = len(records.values) - 1
+        if index == 0 or len(queue) > 1 or batch.size >= self._batch_size:
             # A new batch (the sender must learn when its linger ends) or a full one.
             self._wake.set()
-        return batch, len(records) - 1
+        return batch, index
 
     async def send_and_wait(self, topic: str, value: bytes | None = None, **kw: Any) -> Any:
         return await (await self.send(topic, value, **kw))
