@@ -144,10 +144,11 @@ class _Batch:
     tp: TopicPartition
     created: float
     records: RecordLists | ColumnRows = field(default_factory=RecordLists)
-    # Futures of records sent one by one with send(), and their indexes in records: two
+    # What else waits for a record here, and its index in records: the sync Producer's
+    # DeliveryFuture (append_now), a HeldRecord placed once its topic was known. Two
     # lists, not a list of pairs, as a pair per queued record would be one more object
     # the cyclic collector walks at every full pass over the backlog.
-    waiters: list[asyncio.Future[RecordMetadata]] = field(default_factory=list)
+    waiters: list[Any] = field(default_factory=list)
     waiter_indexes: list[int] = field(default_factory=list)
     # What send()'s futures of records here look at (see record_future).
     outcomes: RecordOutcomes[RecordMetadata] | None = None
@@ -168,8 +169,9 @@ class _Batch:
         from columns is full as made)."""
         return self.payload is None and type(self.records) is RecordLists
 
-    def wait(self, index: int, future: asyncio.Future[RecordMetadata]) -> None:
-        """``future`` is answered with the metadata of ``records[index]``."""
+    def wait(self, index: int, future: Any) -> None:
+        """``future`` (``done``, ``set_result``, ``set_exception``) is answered with the
+        metadata of ``records[index]``."""
         self.waiters.append(future)
         self.waiter_indexes.append(index)
 
