@@ -156,7 +156,7 @@ class RecordFuture(Generic[T]):
         )
 
     def __hash__(self) -> int:
-        return hash((id(self._outcomes), self._position))
+        return hash((self._outcomes, self._position))
 
     def __repr__(self) -> str:
         state = "cancelled" if self.cancelled() else "finished" if self.done() else "pending"
