@@ -39,6 +39,12 @@ def test_asyncio_takes_a_record_future_as_a_future() -> None:
         assert await asyncio.wait_for(futures[1], 1) == "r1"
         assert await asyncio.shield(futures[2]) == "r2"
         assert await asyncio.create_task(_await(futures[2])) == "r2"
+        # as_completed finds each answered future in its set by the view it is given
+        assert sorted([await f for f in asyncio.as_completed(futures)]) == ["r0", "r1", "r2"]
+        more = RecordOutcomes[str](asyncio.get_running_loop())
+        answered_later(more)
+        pending = [more.future(p) for p in range(3)]
+        assert sorted([await f for f in asyncio.as_completed(pending)]) == ["r0", "r1", "r2"]
 
     asyncio.run(scenario())
 
