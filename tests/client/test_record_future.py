@@ -46,7 +46,7 @@ def test_asyncio_takes_a_record_future_as_a_future() -> None:
         pending = [more.future(p) for p in range(3)]
         assert sorted([await f for f in asyncio.as_completed(pending)]) == ["r0", "r1", "r2"]
 
-    asyncio.run(scenario())
+    run(scenario)
 
 
 async def _await(future: Any) -> Any:
@@ -66,7 +66,7 @@ def test_an_error_reaches_every_record_and_every_way_of_waiting() -> None:
         results = await asyncio.gather(*futures, return_exceptions=True)
         assert results == [error, error] and seen == [error]
 
-    asyncio.run(scenario())
+    run(scenario)
 
 
 def test_callbacks_run_once_in_record_order_with_a_future_equal_to_sends() -> None:
@@ -90,7 +90,7 @@ def test_callbacks_run_once_in_record_order_with_a_future_equal_to_sends() -> No
         await asyncio.sleep(0)
         assert late == [futures[2]] and len(calls) == 5
 
-    asyncio.run(scenario())
+    run(scenario)
 
 
 def test_a_callback_that_raises_goes_to_the_loops_handler_and_the_rest_still_run() -> None:
@@ -112,7 +112,7 @@ def test_a_callback_that_raises_goes_to_the_loops_handler_and_the_rest_still_run
         assert [type(c["exception"]) for c in reported] == [ValueError]
         assert reported[0]["future"] == outcomes.future(0)
 
-    asyncio.run(scenario())
+    run(scenario)
 
 
 def test_cancelling_stops_only_that_records_waiting() -> None:
@@ -133,7 +133,7 @@ def test_cancelling_stops_only_that_records_waiting() -> None:
         assert seen == ["cancelled", "r1"] and cancelled.cancelled()
         assert not kept.cancel()
 
-    asyncio.run(scenario())
+    run(scenario)
 
 
 def test_wait_for_timing_out_cancels_the_future_and_takes_its_callbacks_back() -> None:
@@ -151,7 +151,7 @@ def test_wait_for_timing_out_cancels_the_future_and_takes_its_callbacks_back() -
         last = outcomes.future(2)
         assert last.remove_done_callback(calls.append) == 0  # done: nothing to take
 
-    asyncio.run(scenario())
+    run(scenario)
 
 
 def test_remove_done_callback_takes_out_only_that_records_callback() -> None:
@@ -171,7 +171,7 @@ def test_remove_done_callback_takes_out_only_that_records_callback() -> None:
         await asyncio.sleep(0)
         assert calls == [second, first]
 
-    asyncio.run(scenario())
+    run(scenario)
 
 
 def test_a_held_record_is_answered_as_a_batchs_waiter() -> None:
@@ -183,7 +183,7 @@ def test_a_held_record_is_answered_as_a_batchs_waiter() -> None:
         held.set_exception(RuntimeError("too late"))  # answered once only
         assert held.done() and await future == "placed"
 
-    asyncio.run(scenario())
+    run(scenario)
 
 
 def bootstrap(broker: object) -> str:
