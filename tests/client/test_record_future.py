@@ -1,7 +1,8 @@
 """AsyncProducer.send's futures (record_future): asyncio takes them as its own futures
 (await, gather, wait, wait_for, shield, Tasks), callbacks run once each in record order
 and see a future equal to the one send returned, cancelling stops only the waiting, and
-a pending record keeps no object of its own alive for the cyclic collector to walk."""
+a pending record keeps no object of its own alive for the cyclic collector to walk,
+and a loop of sends lets full batches go."""
 
 from __future__ import annotations
 
@@ -256,5 +257,29 @@ def test_send_to_a_topic_without_metadata_yet_answers_through_a_held_record(
             metas = await asyncio.wait_for(asyncio.gather(*futures), 30)
             assert [m.offset for m in metas] == [0, 1, 2]
             await producer.close()
+
+    run(scenario)
+
+
+def test_a_send_loop_that_never_awaits_anything_else_lets_full_batches_go(
+    tmp_path: Path,
+) -> None:
+    """A record that finds its batch full yields to the loop once enqueued, so records
+    are acknowledged while the caller goes on sending rather than piling up until it
+    awaits something."""
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path) as broker:
+            admin = AsyncAdmin({"bootstrap.servers": bootstrap(broker)}, broker.seams)
+            await admin.create_topic("t", partitions=1, replication_factor=1)
+            config = {"bootstrap.servers": bootstrap(broker), "batch.size": 2_000}
+            producer = AsyncProducer(config, broker.seams)
+            await (await producer.send("t", b"first", partition=0))
+            futures = [await producer.send("t", b"v" * 100, partition=0) for _ in range(3_000)]
+            assert any(f.done() for f in futures)
+            assert await producer.flush(30)
+            assert [f.result().offset for f in futures] == list(range(1, 3_001))
+            await producer.close()
+            await admin.close()
 
     run(scenario)

@@ -107,6 +107,7 @@ class AsyncProducer(BulkSends, TransactionalApi):
         # Sends are enqueued in call order even when they wait for metadata (FIFO lock).
         self._enqueue_lock = asyncio.Lock()
         self._batch_size: int = c["batch.size"]
+        self._batch_filled = False  # send() then yields to the loop: the batch can go
         self._max_request_size: int = c["max.request.size"]
         self._batch_room = min(self._batch_size, self._max_request_size - BATCH_OVERHEAD)
         self.counts = ProducerCounts()  # metrics(): Producer in sync.py
@@ -142,7 +143,8 @@ class AsyncProducer(BulkSends, TransactionalApi):
     ) -> RecordFuture[RecordMetadata]:
         """Enqueue one record; the returned future (an asyncio future to asyncio, see
         record_future) completes when it is acknowledged. Records are enqueued in the
-        order of the calls."""
+        order of the calls. A record that finds its batch full yields to the loop after
+        it is enqueued: a loop of sends that awaits nothing else lets full batches go."""
         if headers is not None:
             headers = tuple(headers)  # read once, here: an iterator would be used up
         if self._txn is not None:
@@ -154,7 +156,11 @@ class AsyncProducer(BulkSends, TransactionalApi):
             and topic not in self._awaiting
             and (count := self._cluster.cache.partition_count(topic)) is not None
         ):
-            return self._append(topic, value, key, partition, headers, timestamp, count)
+            future = self._append(topic, value, key, partition, headers, timestamp, count)
+            if self._batch_filled:
+                self._batch_filled = False
+                await self._clock.sleep(0)
+            return future
         async with self._enqueue_lock:
             if self._closed:
                 raise RuntimeError("producer is closed")
@@ -256,6 +262,8 @@ class AsyncProducer(BulkSends, TransactionalApi):
         batch = queue[-1] if queue and queue[-1].takes_more() else None
         # (A batch's size is above 0 once it has a record.)
         if batch is None or (batch.size and batch.size + size > self._batch_room):
+            # An open batch without room for the record is full: send() lets it go.
+            self._batch_filled = batch is not None
             batch = _Batch(tp, self._clock.monotonic())
             queue.append(batch)
         if timestamp is None:
