@@ -191,20 +191,29 @@ def bootstrap(broker: object) -> str:
     return f"127.0.0.1:{broker.port}"  # type: ignore[attr-defined]
 
 
+async def one_partition_producer(
+    broker: object, batch_size: int
+) -> tuple[AsyncAdmin, AsyncProducer]:
+    """Topic "t" with one partition, and a producer that has sent it a first record
+    (metadata known, producer id taken)."""
+    admin = AsyncAdmin({"bootstrap.servers": bootstrap(broker)}, broker.seams)  # type: ignore[attr-defined]
+    await admin.create_topic("t", partitions=1, replication_factor=1)
+    config = {"bootstrap.servers": bootstrap(broker), "batch.size": batch_size}
+    producer = AsyncProducer(config, broker.seams)  # type: ignore[attr-defined]
+    await (await producer.send("t", b"first", partition=0))
+    return admin, producer
+
+
 def test_send_against_a_broker_pending_records_hold_no_object_each(tmp_path: Path) -> None:
     """Ten thousand records sent with a callback each, and not yet answered, add far
-    fewer tracked objects than records (an asyncio.Future per record added two); once
+    fewer tracked objects than records (an asyncio.Future and the Context its callback
+    copies were two a record); once
     answered, a future kept by the caller does not keep its batch's records alive."""
 
     async def scenario() -> None:
         async with running_broker(tmp_path) as broker:
-            admin = AsyncAdmin({"bootstrap.servers": bootstrap(broker)}, broker.seams)
-            await admin.create_topic("t", partitions=1, replication_factor=1)
             # One batch takes them all: nothing is sent (nor made) while they are counted.
-            config = {"bootstrap.servers": bootstrap(broker), "batch.size": 10_000_000}
-            producer = AsyncProducer(config, broker.seams)
-            first = await producer.send("t", b"first", partition=0)
-            await first
+            admin, producer = await one_partition_producer(broker, batch_size=10_000_000)
             delivered: list[int] = []
 
             def done(future: RecordFuture[Any]) -> None:
@@ -270,11 +279,7 @@ def test_a_send_loop_that_never_awaits_anything_else_lets_full_batches_go(
 
     async def scenario() -> None:
         async with running_broker(tmp_path) as broker:
-            admin = AsyncAdmin({"bootstrap.servers": bootstrap(broker)}, broker.seams)
-            await admin.create_topic("t", partitions=1, replication_factor=1)
-            config = {"bootstrap.servers": bootstrap(broker), "batch.size": 2_000}
-            producer = AsyncProducer(config, broker.seams)
-            await (await producer.send("t", b"first", partition=0))
+            admin, producer = await one_partition_producer(broker, batch_size=2_000)
             futures = [await producer.send("t", b"v" * 100, partition=0) for _ in range(3_000)]
             assert any(f.done() for f in futures)
             assert await producer.flush(30)
