@@ -137,6 +137,29 @@ def test_cancelling_stops_only_that_records_waiting() -> None:
     run(scenario)
 
 
+def test_a_task_awaiting_a_record_is_cancelled_with_it() -> None:
+    """The Task's wakeup (added with its context) is taken back and run at once, so the
+    Task ends cancelled, and so does another awaiting the same record (as with one
+    shared asyncio.Future); a Task awaiting another record still gets its answer."""
+
+    async def scenario() -> None:
+        outcomes: RecordOutcomes[str] = RecordOutcomes(asyncio.get_running_loop())
+        cancelled = asyncio.create_task(_await(outcomes.future(0)))
+        same_record = asyncio.create_task(_await(outcomes.future(0)))
+        other_record = asyncio.create_task(_await(outcomes.future(1)))
+        await asyncio.sleep(0)
+        cancelled.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await cancelled
+        assert outcomes.future(0).cancelled() and not other_record.done()
+        with pytest.raises(asyncio.CancelledError):
+            await same_record
+        answered_later(outcomes)
+        assert await asyncio.wait_for(other_record, 5) == "r1"
+
+    run(scenario)
+
+
 def test_wait_for_timing_out_cancels_the_future_and_takes_its_callbacks_back() -> None:
     async def scenario() -> None:
         outcomes: RecordOutcomes[str] = RecordOutcomes(asyncio.get_running_loop())

@@ -211,11 +211,12 @@ class _Batch:
 
     def complete(self, base_offset: int, append_time: int) -> None:
         self.base_offset, self.append_time = base_offset, append_time
+        answers = self.answers()  # made once, not a metadata() call a waiter
         if self.outcomes is not None:
-            self.outcomes.settle(None, self.answers())
+            self.outcomes.settle(None, answers)
         for i, future in zip(self.waiter_indexes, self.waiters, strict=True):
             if not future.done():
-                future.set_result(self.metadata(i))
+                future.set_result(answers(i))
         for bulk in self.bulks:
             bulk._batch_done(self)
 

@@ -117,9 +117,9 @@ class RecordOutcomes(Generic[T]):
             if f is not None and (fn is None or f == fn):
                 callbacks[i] = None
                 taken.append((f, None))
-        with_context = self._with_context.pop(position, [])
-        taken += [(f, c) for f, c in with_context if fn is None or f == fn]
-        kept = [(f, c) for f, c in with_context if not (fn is None or f == fn)]
+        kept = []
+        for f, c in self._with_context.pop(position, []):
+            (taken if fn is None or f == fn else kept).append((f, c))
         if kept:
             self._with_context[position] = kept
         return taken
