@@ -10,17 +10,19 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from epochlog.client.errors import DeliveryError, TopicPartition
-from epochlog.client.produce_batch import RecordMetadata, _Batch
+from epochlog.client.produce_batch import RecordMetadata
 from epochlog.client.record_future import HeldRecord
 from epochlog.protocol.errors import ErrorCode
 
 Header = tuple[str, bytes | None]
-# The producer's append of one record to its partition's batch: (batch, index in it).
+# The producer's append of one record to its partition's batch; the last argument, the
+# record's waiter, is answered from there.
 AddRecord = Callable[
-    [str, bytes | None, bytes | None, int | None, Iterable[Header] | None, int | None, int],
-    tuple[_Batch, int],
+    [str, bytes | None, bytes | None, int | None, Iterable[Header] | None, int | None, int, Any],
+    object,
 ]
 
 
@@ -65,13 +67,9 @@ class RecordsAwaitingMetadata(dict[str, deque[UnplacedRecord]]):
                 continue
             for r in self.pop(topic):
                 try:
-                    batch, index = add(
-                        topic, r.value, r.key, r.partition, r.headers, r.timestamp, count
-                    )
+                    add(topic, r.value, r.key, r.partition, r.headers, r.timestamp, count, r.future)
                 except Exception as exc:  # a bad partition or an oversized record
                     fail(r, exc)
-                else:
-                    batch.wait(index, r.future)
         return bool(self)
 
     def expire(self, now: float, timeout_s: float) -> int:

@@ -164,10 +164,11 @@ class _Batch:
     append_time: int = -1
     error: BaseException | None = None
 
-    def takes_more(self) -> bool:
-        """Open for more records: not encoded yet, and held as lists (a batch filled
-        from columns is full as made)."""
-        return self.payload is None and type(self.records) is RecordLists
+    def __post_init__(self) -> None:
+        # Open for more records: held as lists (a batch filled from columns is full as
+        # made) and not encoded yet (sealing closes it). An attribute, not a method:
+        # every record sent one by one reads it.
+        self.open = type(self.records) is RecordLists
 
     def wait(self, index: int, future: Any) -> None:
         """``future`` (``done``, ``set_result``, ``set_exception``) is answered with the
@@ -519,7 +520,7 @@ def _open_batch(
     queue = queues.get(tp)
     if queue is None:
         queue = queues[tp] = deque()
-    batch = queue[-1] if queue and queue[-1].takes_more() else None
+    batch = queue[-1] if queue and queue[-1].open else None
     if batch is not None:
         batch.bulks.append(result)
         result._pending += 1

@@ -73,6 +73,7 @@ class AsyncProducer(BulkSends, TransactionalApi):
         self.config = producer_config(config)
         self._seams = seams
         self._clock = self._seams.clock
+        self._time_ms = self._clock.time_ms  # bound once: a record's timestamp
         c = self.config
         self._cluster = Cluster(
             client_network(c, seams),
@@ -156,7 +157,10 @@ class AsyncProducer(BulkSends, TransactionalApi):
             and topic not in self._awaiting
             and (count := self._cluster.cache.partition_count(topic)) is not None
         ):
-            future = self._append(topic, value, key, partition, headers, timestamp, count)
+            # (_add answers None only to a caller that brings its own waiter.)
+            future: RecordFuture[RecordMetadata] = self._add(  # type: ignore[assignment]
+                topic, value, key, partition, headers, timestamp, count, None
+            )
             if self._batch_filled:
                 self._batch_filled = False
                 await self._clock.sleep(0)
@@ -177,7 +181,9 @@ class AsyncProducer(BulkSends, TransactionalApi):
                 held = HeldRecord[RecordMetadata](self._loop)
                 self._awaiting.hold(topic, value, key, partition, headers, timestamp, now, held)
                 return held.future(0)
-            return self._append(topic, value, key, partition, headers, timestamp, count)
+            return self._add(  # type: ignore[return-value]
+                topic, value, key, partition, headers, timestamp, count, None
+            )
 
     def partitions_now(self, topic: str) -> int | None:
         """The topic's partition count if a record for it is appended without waiting
@@ -204,30 +210,8 @@ class AsyncProducer(BulkSends, TransactionalApi):
         count = self.partitions_now(topic)
         if count is None:
             return False
-        if self._closed:
-            raise RuntimeError("producer is closed")
-        batch, index = self._add(topic, value, key, partition, headers, timestamp, count)
-        batch.wait(index, waiter)
+        self._add(topic, value, key, partition, headers, timestamp, count, waiter)
         return True
-
-    def _append(
-        self,
-        topic: str,
-        value: bytes | None,
-        key: bytes | None,
-        partition: int | None,
-        headers: Headers | None,
-        timestamp: int | None,
-        count: int,
-    ) -> RecordFuture[RecordMetadata]:
-        """Add a record to its batch; its future, a view of its outcome there."""
-        if self._closed:
-            raise RuntimeError("producer is closed")
-        batch, index = self._add(topic, value, key, partition, headers, timestamp, count)
-        outcomes = batch.outcomes
-        if outcomes is None:
-            outcomes = batch.outcomes = RecordOutcomes(self._loop)
-        return RecordFuture(outcomes, index)
 
     def _add(
         self,
@@ -238,8 +222,12 @@ class AsyncProducer(BulkSends, TransactionalApi):
         headers: Headers | None,
         timestamp: int | None,
         count: int,
-    ) -> tuple[_Batch, int]:
-        """Append one record to its partition's open batch; (batch, index in it)."""
+        waiter: Any,
+    ) -> RecordFuture[RecordMetadata] | None:
+        """Append one record to its partition's open batch. ``waiter`` (see
+        ``append_now``) is answered there; without one, the record's future."""
+        if self._closed:
+            raise RuntimeError("producer is closed")
         if partition is None:
             partition = self._partitioner.partition(topic, key, count)
         elif not 0 <= partition < count:
@@ -259,24 +247,30 @@ class AsyncProducer(BulkSends, TransactionalApi):
             size += sum(len(k.encode()) + len(v or b"") for k, v in hdrs)
         if size + BATCH_OVERHEAD > self._max_request_size:
             raise RecordTooLargeError(tp, size + BATCH_OVERHEAD, self._max_request_size)
-        batch = queue[-1] if queue and queue[-1].takes_more() else None
+        batch = queue[-1] if queue and queue[-1].open else None
         # (A batch's size is above 0 once it has a record.)
         if batch is None or (batch.size and batch.size + size > self._batch_room):
             # An open batch without room for the record is full: send() lets it go.
             self._batch_filled = batch is not None
             batch = _Batch(tp, self._clock.monotonic())
             queue.append(batch)
+            self._idle.clear()  # (a record joining a queued batch finds it clear)
         if timestamp is None:
-            timestamp = self._clock.time_ms()
+            timestamp = self._time_ms()
         records: RecordLists = batch.records  # type: ignore[assignment]
         records.append(key, value, hdrs, timestamp)
         batch.size += size
-        self._idle.clear()
         index = len(records.values) - 1
         if index == 0 or len(queue) > 1 or batch.size >= self._batch_size:
             # A new batch (the sender must learn when its linger ends) or a full one.
             self._wake.set()
-        return batch, index
+        if waiter is not None:
+            batch.wait(index, waiter)
+            return None
+        outcomes = batch.outcomes
+        if outcomes is None:
+            outcomes = batch.outcomes = RecordOutcomes(self._loop)
+        return RecordFuture(outcomes, index)
 
     async def send_and_wait(self, topic: str, value: bytes | None = None, **kw: Any) -> Any:
         return await (await self.send(topic, value, **kw))
@@ -412,6 +406,7 @@ class AsyncProducer(BulkSends, TransactionalApi):
             return True
         pid, epoch = self._producer_ids.stamp(batch)
         try:
+            batch.open = False
             batch.payload = build_batch(
                 batch.records,
                 compression=self.config["compression.codec"],

@@ -183,7 +183,8 @@ class RecordFuture(Generic[T]):
 
     def exception(self) -> BaseException | None:
         outcomes = self._outcomes
-        if outcomes._is_cancelled(self._position):
+        cancelled = outcomes._cancelled  # _is_cancelled, inline: read once a record
+        if cancelled is not None and self._position in cancelled:
             raise asyncio.CancelledError()
         if not outcomes.answered:
             raise asyncio.InvalidStateError("Exception is not set.")
@@ -194,6 +195,9 @@ class RecordFuture(Generic[T]):
         cancelled = outcomes._cancelled
         if outcomes.answered or (cancelled is not None and self._position in cancelled):
             outcomes.loop.call_soon(fn, self, context=context)
+        elif context is None and outcomes._found is None:  # RecordOutcomes._add, inline
+            outcomes._positions.append(self._position)
+            outcomes._callbacks.append(fn)
         else:
             outcomes._add(self._position, fn, context)
 
