@@ -8,13 +8,14 @@ import asyncio
 import os
 import struct
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import pytest
 from kafka.protocol.metadata import MetadataRequest
 
 from epochlog.protocol.apis import decode_request_header
 from epochlog.seams import Connection, Server
-from epochlog.seams.real import SocketNetwork
+from epochlog.seams.real import OsFile, SocketNetwork
 from epochlog.seams.socket_stream import DIRECT_READ_BYTES, READ_AHEAD_LIMIT
 
 
@@ -123,3 +124,53 @@ def test_a_request_header_is_read_from_a_bytearray_frame_and_past_the_probe() ->
         decoded = decode_request_header(frame, flexible=False)
         assert (decoded.correlation_id, decoded.client_id) == (9, client_id)
         assert bytes(decoded.body[-1000:]) == body
+
+
+def test_file_ranges_past_what_the_socket_takes_at_once_arrive_whole_between_writes(
+    tmp_path: Path,
+) -> None:
+    """A range goes by sendfile as far as the socket takes it now, and the rest through
+    the loop once the reader drains it: nothing is lost, doubled or reordered."""
+    content = os.urandom(12 << 20)
+    file = OsFile(str(tmp_path / "segment.log"))
+    file.append(content)
+    ranges = [(0, 5 << 20), (7 << 20, 5 << 20), (100, 1000)]
+    expected = b"head" + b"".join(b"mid" + content[o : o + n] for o, n in ranges) + b"tail"
+
+    async def send(conn: Connection) -> None:
+        conn.write(b"head")
+        for offset, count in ranges:
+            conn.write(b"mid")
+            await conn.send_file(file, offset, count)
+        conn.write(b"tail")
+
+    async def scenario() -> None:
+        server, client, conn = await connected()
+        sending = asyncio.ensure_future(send(conn))
+        await asyncio.sleep(0.2)  # nothing read yet: the first range fills the socket
+        assert not sending.done()
+        assert await client.read_exactly(len(expected)) == expected
+        await sending
+        server.close()
+
+    try:
+        run(scenario)
+    finally:
+        file.close()
+
+
+def test_a_file_range_past_the_end_of_the_file_fails_the_send(tmp_path: Path) -> None:
+    file = OsFile(str(tmp_path / "segment.log"))
+    file.append(b"x" * 1000)
+
+    async def scenario() -> None:
+        server, client, conn = await connected()
+        with pytest.raises(ConnectionError):
+            await conn.send_file(file, 500, 1000)
+        assert await client.read_exactly(500) == b"x" * 500
+        server.close()
+
+    try:
+        run(scenario)
+    finally:
+        file.close()
