@@ -12,6 +12,7 @@ from typing import Any
 
 from epochlog.broker.handlers import Handler
 from epochlog.broker.handlers.api_versions import unsupported_version_answer
+from epochlog.broker.idle_connections import HANDLING, IN_FRAME, WAITING, IdleWatch
 from epochlog.broker.responses import RawResponse
 from epochlog.metrics.requests import RequestMetrics
 from epochlog.protocol.apis import (
@@ -215,17 +216,17 @@ class ConnectionLoop:
         """Serve one connection accepted on ``listener`` (after its TLS handshake); on a
         SASL listener, nothing but the SASL exchange until it has authenticated."""
         self.open_connections[conn] = None
+        task = asyncio.current_task()
+        assert task is not None
+        watch = IdleWatch(self._clock, self._idle_timeout_s, conn.peer, task)
         try:
             session = open_session(conn, listener, mapper, sasl)
             if self._ready is not None:
                 await self._ready.wait()
             while True:
-                try:
-                    async with self._clock.timeout(self._idle_timeout_s):
-                        size_bytes = await conn.read_exactly(4)
-                except TimeoutError:
-                    log.info("closing idle connection from %s", conn.peer)
-                    return
+                watch.since, watch.state = self._clock.monotonic(), WAITING
+                size_bytes = await conn.read_exactly(4)
+                watch.state = HANDLING
                 (size,) = struct.unpack(">i", size_bytes)
                 limit, setting = self._max_request_bytes, "socket.request.max.bytes"
                 auth = session.authentication
@@ -241,13 +242,17 @@ class ConnectionLoop:
                     )
                     return
                 if self._budget is None:
-                    session = await self._serve_one(conn, size, session)
+                    session = await self._serve_one(conn, size, session, watch)
                     continue
                 await self._budget.acquire(size)
                 try:
-                    session = await self._serve_one(conn, size, session)
+                    session = await self._serve_one(conn, size, session, watch)
                 finally:
                     self._budget.release(size)
+        except asyncio.CancelledError:
+            if not watch.expired:
+                raise
+            task.uncancel()  # closed by its watch, which said why
         except (ProtocolViolation, AuthenticationFailed, SaslRefused) as exc:
             log.warning("closing connection from %s: %s", conn.peer, exc)
         except (asyncio.IncompleteReadError, ConnectionError) as exc:
@@ -255,6 +260,7 @@ class ConnectionLoop:
         except Exception:
             log.exception("closing connection from %s after an internal error", conn.peer)
         finally:
+            watch.stop()
             self.open_connections.pop(conn, None)
             conn.close()
 
@@ -264,16 +270,14 @@ class ConnectionLoop:
         if throttle_ms > 0:
             await self._clock.sleep(throttle_ms / 1000)
 
-    async def _serve_one(self, conn: Connection, size: int, session: Session) -> Session:
+    async def _serve_one(
+        self, conn: Connection, size: int, session: Session, watch: IdleWatch
+    ) -> Session:
         """Serve one frame; the session it leaves (a SASL exchange may name the user)."""
-        try:
-            # A frame must keep arriving: one stalled mid-way holds buffered bytes.
-            async with self._clock.timeout(self._idle_timeout_s):
-                data = await conn.read_exactly(size)
-        except TimeoutError:
-            raise ProtocolViolation(
-                f"a {size}-byte request did not arrive within connections.max.idle.ms"
-            ) from None
+        # A frame must keep arriving: one stalled mid-way holds buffered bytes.
+        watch.since, watch.state, watch.size = self._clock.monotonic(), IN_FRAME, size
+        data = await conn.read_exactly(size)
+        watch.state = HANDLING
         auth = session.authentication
         if auth is None:
             throttle_ms = await self._channel.handle(data, conn, session)

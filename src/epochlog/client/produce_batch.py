@@ -166,8 +166,9 @@ class _Batch:
 
     def __post_init__(self) -> None:
         # Open for more records: held as lists (a batch filled from columns is full as
-        # made) and not encoded yet (sealing closes it). An attribute, not a method:
-        # every record sent one by one reads it.
+        # made) and not encoded yet. Sealing closes it for good: one unsealed again to go
+        # under a new producer id takes no more. An attribute, not a method: every record
+        # sent one by one reads it.
         self.open = type(self.records) is RecordLists
 
     def wait(self, index: int, future: Any) -> None:

@@ -26,6 +26,14 @@ class Clock(Protocol):
         """``async with clock.timeout(s):`` raises TimeoutError when ``s`` pass on this
         clock (for timeouts: ``asyncio.timeout`` would use the event loop's clock)."""
 
+    def schedule(self, seconds: float, callback: Callable[[], object]) -> Cancellable:
+        """Call ``callback`` on the running loop once ``seconds`` pass on this clock: a
+        timer without a task or a context manager, for checks made rarely."""
+
+
+class Cancellable(Protocol):
+    def cancel(self) -> None: ...
+
 
 class FileHandle(Protocol):
     """An open file that is appended to, read at offsets and truncated; overwritten in

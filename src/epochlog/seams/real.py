@@ -39,6 +39,9 @@ class RealClock:
     def timeout(self, seconds: float) -> contextlib.AbstractAsyncContextManager[None]:
         return asyncio.timeout(seconds)
 
+    def schedule(self, seconds: float, callback: Callable[[], object]) -> asyncio.TimerHandle:
+        return asyncio.get_running_loop().call_later(seconds, callback)
+
 
 # Appends this large reserve blocks ahead (an index's 8 or 12 bytes never do) ...
 RESERVE_FROM_BYTES = 4096

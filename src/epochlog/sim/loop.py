@@ -143,6 +143,9 @@ class SimClock:
     def timeout(self, seconds: float) -> AbstractAsyncContextManager[None]:
         return asyncio.timeout(seconds)
 
+    def schedule(self, seconds: float, callback: Callable[[], object]) -> asyncio.TimerHandle:
+        return asyncio.get_running_loop().call_later(seconds, callback)
+
     def for_host(self) -> HostClock:
         """A clock of its own for one host, reading what this one does until a fault
         steps or drifts it."""
@@ -174,6 +177,9 @@ class HostClock(SimClock):
 
     def timeout(self, seconds: float) -> AbstractAsyncContextManager[None]:
         return asyncio.timeout(self._virtual_s(seconds))
+
+    def schedule(self, seconds: float, callback: Callable[[], object]) -> asyncio.TimerHandle:
+        return super().schedule(self._virtual_s(seconds), callback)
 
     def _virtual_s(self, seconds: float) -> float:
         """Virtual seconds until this clock has moved ``seconds``. Once drifted, the

@@ -1,0 +1,113 @@
+"""connections.max.idle.ms: silent connections and stalled frames are closed with a log
+line; a connection that keeps sending, or whose request takes longer than that to serve,
+is not."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import time
+from pathlib import Path
+
+import pytest
+from inprocess_broker import connect, create_topic_via_metadata, run, running_broker
+from kafka.protocol.consumer import FetchRequest
+from kafka.protocol.metadata import ApiVersionsRequest
+
+IDLE = {"connections.max.idle.ms": "400"}
+
+
+async def closed_within(conn, seconds: float) -> bool:
+    """Whether the broker closes ``conn`` within ``seconds`` (it sends nothing)."""
+    try:
+        await asyncio.wait_for(conn.read_exactly(1), seconds)
+    except (asyncio.IncompleteReadError, ConnectionError):
+        return True
+    except TimeoutError:
+        return False
+    raise AssertionError("the broker sent bytes unasked")
+
+
+def test_a_silent_connection_is_closed_after_the_idle_time_with_a_log_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path, **IDLE) as broker:
+            conn = await broker.seams.network.connect("127.0.0.1", broker.port)
+            started = time.monotonic()
+            assert not await closed_within(conn, 0.2)
+            assert await closed_within(conn, 5)
+            assert time.monotonic() - started >= 0.4
+            conn.close()
+
+    with caplog.at_level(logging.INFO, logger="epochlog.broker"):
+        run(scenario)
+    assert "closing idle connection from 127.0.0.1" in caplog.text
+
+
+def test_a_frame_stalled_mid_way_is_closed_after_the_idle_time_with_a_log_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path, **IDLE) as broker:
+            conn = await broker.seams.network.connect("127.0.0.1", broker.port)
+            conn.write(struct.pack(">i", 100) + b"\x00" * 10)
+            await conn.drain()
+            assert await closed_within(conn, 5)
+            conn.close()
+
+    with caplog.at_level(logging.INFO, logger="epochlog.broker"):
+        run(scenario)
+    assert "a 100-byte request did not arrive within connections.max.idle.ms" in caplog.text
+
+
+def test_a_connection_that_keeps_sending_is_never_idle(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path, **IDLE) as broker:
+            conn = await connect(broker)
+            for _ in range(12):  # 1.8 s on one connection, 0.15 s apart
+                assert (await conn.send(ApiVersionsRequest(), 0)).error_code == 0
+                await asyncio.sleep(0.15)
+            await conn.close()
+
+    run(scenario)
+
+
+def test_a_request_served_for_longer_than_the_idle_time_keeps_its_connection(
+    tmp_path: Path,
+) -> None:
+    """A long-poll Fetch of an empty partition waits 2.5 s, past the 1 s idle time; the
+    connection's idle time then starts from the answer, not from the request."""
+    partition = FetchRequest.FetchTopic.FetchPartition(
+        partition=0,
+        fetch_offset=0,
+        log_start_offset=-1,
+        partition_max_bytes=1 << 20,
+        current_leader_epoch=-1,
+    )
+    request = FetchRequest(
+        replica_id=-1,
+        max_wait_ms=2500,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        topics=[FetchRequest.FetchTopic(topic="t", partitions=[partition])],
+    )
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path, **{"connections.max.idle.ms": "1000"}) as broker:
+            setup = await connect(broker)
+            await create_topic_via_metadata(setup, "t")
+            await setup.close()
+            conn = await connect(broker)
+            started = time.monotonic()
+            answer = await conn.send(request, 4)
+            assert time.monotonic() - started >= 2.4
+            assert answer.responses[0].partitions[0].error_code == 0
+            # Idle 0.7 s after the answer, 3.2 s after the request began: still open.
+            await asyncio.sleep(0.7)
+            assert (await conn.send(ApiVersionsRequest(), 0)).error_code == 0
+            await conn.close()
+
+    run(scenario)
