@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from kafka.protocol.admin import DeleteTopicsRequest
-from kafka.protocol.consumer import ListOffsetsRequest
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 
 from epochlog.broker.broker import Broker
@@ -114,3 +114,23 @@ async def produce(
     if response is None:
         return None
     return response.responses[0].partition_responses[0]
+
+
+def long_poll_fetch_request(topic: str, max_wait_ms: int) -> FetchRequest:
+    """A Fetch (v4 and up) of partition 0 of ``topic`` from offset 0 that waits up to
+    ``max_wait_ms`` for a first byte."""
+    partition = FetchRequest.FetchTopic.FetchPartition(
+        partition=0,
+        fetch_offset=0,
+        log_start_offset=-1,
+        partition_max_bytes=1 << 20,
+        current_leader_epoch=-1,
+    )
+    return FetchRequest(
+        replica_id=-1,
+        max_wait_ms=max_wait_ms,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        topics=[FetchRequest.FetchTopic(topic=topic, partitions=[partition])],
+    )

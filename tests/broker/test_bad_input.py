@@ -17,12 +17,12 @@ from inprocess_broker import (
     connect,
     create_topic_via_metadata,
     delete_topic,
+    long_poll_fetch_request,
     produce,
     run,
     running_broker,
 )
 from kafka.protocol.admin import CreatePartitionsRequest, CreateTopicsRequest
-from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
 from epochlog.protocol.errors import ErrorCode
@@ -138,21 +138,7 @@ def test_client_that_disconnects_mid_frame_harms_nothing(tmp_path: Path) -> None
 
 def long_poll_fetch(topic: str) -> bytes:
     """A framed Fetch v4 that waits up to 5 s for a first byte of ``topic``."""
-    partition = FetchRequest.FetchTopic.FetchPartition(
-        partition=0,
-        fetch_offset=0,
-        log_start_offset=-1,
-        partition_max_bytes=1 << 20,
-        current_leader_epoch=-1,
-    )
-    request = FetchRequest(
-        replica_id=-1,
-        max_wait_ms=5000,
-        min_bytes=1,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        topics=[FetchRequest.FetchTopic(topic=topic, partitions=[partition])],
-    )
+    request = long_poll_fetch_request(topic, 5000)
     request.with_header(correlation_id=1, client_id="leaver")
     return framed(bytes(request.encode(version=4, header=True)))
 

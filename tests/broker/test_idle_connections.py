@@ -11,8 +11,13 @@ import time
 from pathlib import Path
 
 import pytest
-from inprocess_broker import connect, create_topic_via_metadata, run, running_broker
-from kafka.protocol.consumer import FetchRequest
+from inprocess_broker import (
+    connect,
+    create_topic_via_metadata,
+    long_poll_fetch_request,
+    run,
+    running_broker,
+)
 from kafka.protocol.metadata import ApiVersionsRequest
 
 IDLE = {"connections.max.idle.ms": "400"}
@@ -79,21 +84,7 @@ def test_a_request_served_for_longer_than_the_idle_time_keeps_its_connection(
 ) -> None:
     """A long-poll Fetch of an empty partition waits 2.5 s, past the 1 s idle time; the
     connection's idle time then starts from the answer, not from the request."""
-    partition = FetchRequest.FetchTopic.FetchPartition(
-        partition=0,
-        fetch_offset=0,
-        log_start_offset=-1,
-        partition_max_bytes=1 << 20,
-        current_leader_epoch=-1,
-    )
-    request = FetchRequest(
-        replica_id=-1,
-        max_wait_ms=2500,
-        min_bytes=1,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        topics=[FetchRequest.FetchTopic(topic="t", partitions=[partition])],
-    )
+    request = long_poll_fetch_request("t", 2500)
 
     async def scenario() -> None:
         async with running_broker(tmp_path, **{"connections.max.idle.ms": "1000"}) as broker:

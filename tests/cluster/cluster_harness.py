@@ -181,8 +181,12 @@ class Cluster:
         return asyncio.run(_metadata(brokers[0].port, topic))
 
     def leader(self, topic: str, partition: int = 0) -> tuple[int, int]:
-        p = self.metadata(topic)["partitions"][partition]
-        return p.leader, p.leader_epoch
+        """(leader, leader epoch); (-1, -1) from a broker that has not learnt the
+        partition yet (a follower's metadata lags its controller's by a poll)."""
+        partitions = {p.index: p for p in self.metadata(topic)["partitions"]}
+        if partition not in partitions:
+            return -1, -1
+        return partitions[partition].leader, partitions[partition].leader_epoch
 
     def controller_id(self) -> int:
         for broker in self.responsive():
