@@ -13,6 +13,7 @@ from __future__ import annotations
 import struct
 from abc import ABC, abstractmethod
 from array import array
+from bisect import bisect_left, bisect_right
 
 import numpy as np
 
@@ -81,6 +82,8 @@ class _SparseIndex(ABC):
 
     def _floor(self, key: int) -> int:
         """Index of the last entry whose key is <= ``key``, or -1."""
+        if self._keys is not None:  # keys only grow: bisect in C, every fetch comes here
+            return bisect_right(self._keys, key) - 1
         lo, hi = 0, self.entries - 1
         found = -1
         while lo <= hi:
@@ -139,6 +142,10 @@ class OffsetIndex(_SparseIndex):
 
         Bounds the header scan when a read stops at a byte or offset limit.
         """
+        if self._keys is not None and self._values is not None:
+            # Offsets and positions both grow: the entry before the first past either.
+            found = min(bisect_right(self._values, position), bisect_left(self._keys, below_offset))
+            return (self._keys[found - 1], self._values[found - 1]) if found else None
         lo, hi, found = 0, self.entries - 1, -1
         while lo <= hi:
             mid = (lo + hi) // 2
@@ -152,6 +159,8 @@ class OffsetIndex(_SparseIndex):
 
     def entries_before_position(self, position: int) -> int:
         """How many entries point before ``position`` (to cut the file there)."""
+        if self._values is not None:
+            return bisect_left(self._values, position)
         lo, hi = 0, self.entries
         while lo < hi:
             mid = (lo + hi) // 2
