@@ -60,11 +60,8 @@ class RequestChannel:
         self._clock = clock
         self.metrics = metrics
         self._quotas = quotas
-
-    @property
-    def apis(self) -> list[ApiSpec]:
-        """What this channel serves, by API key (ApiVersions' answer)."""
-        return [self._handlers[key].api for key in sorted(self._handlers)]
+        # What this channel serves, by API key (ApiVersions' answer).
+        self.apis: tuple[ApiSpec, ...] = tuple(handlers[key].api for key in sorted(handlers))
 
     async def handle(self, frame: bytes, conn: Connection, session: Session) -> int:
         """Serve one frame; the milliseconds its connection must then stay muted."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 from kafka.protocol.metadata import ApiVersionsResponse
@@ -14,7 +15,9 @@ from epochlog.security.session import Session
 API = api(ApiKey.API_VERSIONS, 0, 3)
 
 
-def _api_keys(apis: list[ApiSpec]) -> list[Any]:
+@cache
+def _api_keys(apis: tuple[ApiSpec, ...]) -> list[Any]:
+    """Built once per table: a client asks on every connection it opens."""
     return [
         ApiVersionsResponse.ApiVersion(
             api_key=spec.key, min_version=spec.min_version, max_version=spec.max_version
@@ -24,7 +27,7 @@ def _api_keys(apis: list[ApiSpec]) -> list[Any]:
 
 
 def unsupported_version_answer(
-    apis: list[ApiSpec], correlation_id: int
+    apis: tuple[ApiSpec, ...], correlation_id: int
 ) -> list[bytes | bytearray | memoryview]:
     """Kafka's answer to an ApiVersions version it does not know: UNSUPPORTED_VERSION,
     encoded as v0 so any client can read the versions it may retry with."""
