@@ -95,6 +95,29 @@ def test_the_simulated_network_keeps_order_and_a_partition_breaks_connections() 
     assert data == b"".join(b"%010d" % i for i in range(100))
 
 
+def test_closing_a_simulated_connection_ends_its_own_pending_read_as_a_transport_does() -> None:
+    import random
+
+    async def main(clock: SimClock) -> bytes:
+        network = SimNetwork(clock, random.Random(3))
+
+        async def silent(conn) -> None:  # type: ignore[no-untyped-def]
+            conn.write(b"early")
+            await asyncio.Event().wait()
+
+        await network.serve("a", 1, silent)
+        conn = await network.host("b").connect("a", 1)
+        await clock.sleep(1)
+        reader = asyncio.ensure_future(conn.read_exactly(10))
+        await asyncio.sleep(0)
+        conn.close()
+        with pytest.raises(asyncio.IncompleteReadError) as ended:
+            await with_timeout(clock, reader, 5)
+        return ended.value.partial
+
+    assert run_simulated(main) == b"early"
+
+
 def test_the_simulated_network_refuses_tls_rather_than_carry_it_in_clear() -> None:
     import random
 

@@ -79,6 +79,9 @@ class SimConnection:
             return
         self._closed = True
         self._send(None)
+        # As a real transport's close: this end's own reader is woken and finds the
+        # connection ended (what already arrived can still be read).
+        self._deliver(None)
 
     def is_closing(self) -> bool:
         return self._closed
