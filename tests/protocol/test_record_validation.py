@@ -22,7 +22,7 @@ from epochlog.protocol.compression import (
     compress,
 )
 from epochlog.protocol.errors import ErrorCode, KafkaError
-from epochlog.protocol.record_validation import RecordErrors, RecordValidator
+from epochlog.protocol.record_validation import RecordErrors, RecordValidator, WalkerPolicy
 from epochlog.protocol.records import build_batch, iter_records
 from support.poison import forged_batch, gzip_bomb, poison_batches, record, section
 
@@ -118,14 +118,16 @@ def test_compiled_walk_agrees_with_the_record_decoder(
         mutated[at % len(mutated)] ^= mask
     data = forged_batch(bytes(mutated[: len(mutated) - cut]), len(sizes))
     expected = _scalar_accepts(data)
-    for scalar_up_to in (0, 256):  # the compiled walker, then the record-by-record one
-        with mock.patch.object(record_validation, "_SCALAR_UP_TO", scalar_up_to):
+    walker = WalkerPolicy(load_for=-1)
+    one_by_one = WalkerPolicy(load_for=1 << 62, load_after=1 << 62)
+    for name, policy in (("walker", walker), ("one by one", one_by_one)):
+        with mock.patch.object(record_validation, "_POLICY", policy):
             try:
                 validate(data)
                 accepted = True
             except KafkaError:
                 accepted = False
-        assert accepted == expected, f"scalar_up_to={scalar_up_to}"
+        assert accepted == expected, name
 
 
 def test_a_large_output_is_given_back_once_not_before_every_batch() -> None:
@@ -148,3 +150,40 @@ def test_a_large_output_is_given_back_once_not_before_every_batch() -> None:
     for _ in range(3):
         assert bytes(decompressor.decompress(GZIP, small)) == b"x" * 1000
     assert len(given_back) == 1
+
+
+def test_the_walker_is_loaded_for_a_large_append_then_takes_every_append() -> None:
+    policy = WalkerPolicy(load_for=64, load_after=10_000)
+    assert not policy.use_walker(64)
+    assert policy.use_walker(65)
+    assert policy.use_walker(1)
+
+
+def test_the_walker_is_loaded_once_enough_small_appends_were_checked_one_by_one() -> None:
+    """A producer of 1 KiB records appends a few records a partition, never more than
+    64: the walker must still take over, not leave the Python decoder to it for ever."""
+    policy = WalkerPolicy(load_for=64, load_after=100)
+    assert [policy.use_walker(16) for _ in range(8)] == [False] * 7 + [True]
+    assert policy.use_walker(1)
+
+
+def test_validation_goes_through_the_loaded_walker_even_for_one_record() -> None:
+    calls: list[int] = []
+    walker = record_validation._walker()
+
+    class Counting:
+        OK = walker.OK
+
+        @staticmethod
+        def walk(*args: object) -> tuple[int, int]:
+            calls.append(1)
+            return walker.walk(*args)
+
+    loaded = WalkerPolicy()
+    loaded.loaded = True
+    with (
+        mock.patch.object(record_validation, "_POLICY", loaded),
+        mock.patch.object(record_validation, "_walker", lambda: Counting),
+    ):
+        validate(build_batch([(None, b"v", [], 1)]))
+    assert calls == [1]

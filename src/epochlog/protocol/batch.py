@@ -9,7 +9,7 @@ recomputed.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import crc32c
 
@@ -51,8 +51,10 @@ NO_PARTITION_LEADER_EPOCH = -1
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 
 
-@dataclass(frozen=True, slots=True)
-class BatchHeader:
+class BatchHeader(NamedTuple):
+    """A batch's fixed header, as stored. A named tuple: the broker makes two for every
+    batch it appends, and a frozen dataclass took 0.9 us to build against 0.15."""
+
     base_offset: int
     batch_length: int
     partition_leader_epoch: int
@@ -107,7 +109,7 @@ def read_header(buf: Buffer, pos: int = 0) -> BatchHeader:
     """Parse the fixed header at ``pos``; raises CORRUPT_MESSAGE if it cannot be one."""
     if len(buf) - pos < HEADER_SIZE:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "record batch shorter than its header")
-    header = BatchHeader(*_HEADER.unpack_from(buf, pos))
+    header = BatchHeader._make(_HEADER.unpack_from(buf, pos))
     if header.magic != 2:
         raise KafkaError(
             ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, f"record batch magic {header.magic}, not 2"
