@@ -1,7 +1,7 @@
 import os
 
 from epochlog.protocol.batch import read_header
-from epochlog.storage.config import LogConfig
+from epochlog.storage.config import DAY_MS, LogConfig
 from epochlog.storage.log import Log
 
 from .conftest import batch
@@ -52,6 +52,16 @@ def test_roll_by_time_uses_first_batch_timestamp(open_log, clock):
     assert log.maybe_roll(clock.now_ms)
     assert [s.base_offset for s in log.segments] == [0, 2, 3]
     assert not log.maybe_roll(clock.now_ms)  # empty active segment never rolls
+
+
+def test_a_segment_ms_changed_on_a_live_log_rolls_by_the_new_age(open_log, clock):
+    log = open_log(LogConfig(segment_ms=DAY_MS))
+    log.append_as_leader(batch(1, ts=clock.now_ms), 0)
+    log.append_as_leader(batch(1, ts=clock.now_ms + 1500), 0)
+    assert len(log.segments) == 1
+    log.config = LogConfig(segment_ms=1000)
+    log.append_as_leader(batch(1, ts=clock.now_ms + 3000), 0)
+    assert [s.base_offset for s in log.segments] == [0, 2]
 
 
 def test_segment_jitter_rolls_segments_early_by_an_amount_fixed_per_segment(disk, clock, tmp_path):

@@ -7,6 +7,7 @@ broker settings that give its server-wide default).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -121,7 +122,7 @@ class LogConfig:
         """Time and size retention apply only under ``delete`` (Kafka's rule)."""
         return "delete" in self.cleanup_policy.split(",")
 
-    @property
+    @functools.cached_property  # (read on every append; the instance is immutable)
     def compact(self) -> bool:
         """The log cleaner keeps the latest record per key; keys are then required."""
         return "compact" in self.cleanup_policy.split(",")

@@ -6,6 +6,13 @@
 Memory matters (a broker holds many GiB of log in little RSS): only the active segment
 keeps its entries in an ``array``; sealed segments answer lookups by binary search over
 the file with ``pread``, a handful of small reads per lookup.
+
+The active segment's new entries reach the files in groups, both indexes at once
+(``LogSegment``, every ``WRITE_BEHIND_ENTRIES``), and all of them at a flush, a seal, a
+truncation or a close. A batch of 4 KiB or more gets an entry in each index, and each
+was a ``pwrite`` of its own beside the batch's. What a crash leaves unwritten is a
+shorter index, still a correct sparse one; a log not shut down cleanly rebuilds its
+active segment's indexes anyway.
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ from epochlog.seams import Disk, FileHandle
 
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
+# Entries a segment keeps in memory before writing both indexes' (512 bytes of offsets).
+WRITE_BEHIND_ENTRIES = 64
 
 
 class IndexCorrupt(Exception):
@@ -38,6 +47,8 @@ class _SparseIndex(ABC):
         self._file: FileHandle = disk.open(path)
         self._keys: array | None = None
         self._values: array | None = None
+        # Entries in memory and not yet in the file (only while loaded).
+        self._unwritten = bytearray()
 
     def _check_size(self) -> None:
         size = self._file.size()
@@ -46,7 +57,7 @@ class _SparseIndex(ABC):
 
     @property
     def entries(self) -> int:
-        return self._file.size() // self.entry.size
+        return (self._file.size() + len(self._unwritten)) // self.entry.size
 
     def load(self) -> None:
         """Keep entries in memory (the active segment, looked up on every fetch)."""
@@ -62,6 +73,7 @@ class _SparseIndex(ABC):
 
     def unload(self) -> None:
         """Drop the in-memory copy (segment sealed); lookups then read the file."""
+        self.write_unwritten()
         self._keys = self._values = None
 
     @abstractmethod
@@ -69,10 +81,21 @@ class _SparseIndex(ABC):
         """Decode packed entries into (key, value) pairs."""
 
     def _append_raw(self, key: int, value: int, packed: bytes) -> None:
-        self._file.append(packed)
-        if self._keys is not None and self._values is not None:
-            self._keys.append(key)
-            self._values.append(value)
+        if self._keys is None or self._values is None:
+            self._file.append(packed)
+            return
+        self._keys.append(key)
+        self._values.append(value)
+        self._unwritten += packed
+
+    @property
+    def unwritten_entries(self) -> int:
+        return len(self._unwritten) // self.entry.size
+
+    def write_unwritten(self) -> None:
+        if self._unwritten:
+            self._file.append(self._unwritten)
+            self._unwritten = bytearray()
 
     def entry_at(self, i: int) -> tuple[int, int]:
         if self._keys is not None and self._values is not None:
@@ -100,6 +123,7 @@ class _SparseIndex(ABC):
         return self.entry_at(n - 1) if n else None
 
     def truncate_entries(self, count: int) -> None:
+        self.write_unwritten()
         self._file.truncate(count * self.entry.size)
         if self._keys is not None and self._values is not None:
             del self._keys[count:]
@@ -109,9 +133,11 @@ class _SparseIndex(ABC):
         self.truncate_entries(0)
 
     def flush(self) -> None:
+        self.write_unwritten()
         self._file.fsync()
 
     def close(self) -> None:
+        self.write_unwritten()
         self._file.close()
 
 

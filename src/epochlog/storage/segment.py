@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from epochlog.protocol.batch import HEADER_SIZE, BatchHeader, read_header, validate_batch
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.seams import Disk, FileHandle
-from epochlog.storage.index import IndexCorrupt, OffsetIndex, TimeIndex
+from epochlog.storage.index import WRITE_BEHIND_ENTRIES, IndexCorrupt, OffsetIndex, TimeIndex
 from epochlog.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 LOG_SUFFIX = ".log"
@@ -291,6 +291,10 @@ class LogSegment:
             self.offset_index.append(header.last_offset, position)
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
             self._bytes_since_index = 0
+            if self.offset_index.unwritten_entries >= WRITE_BEHIND_ENTRIES:
+                # Both together: whatever a crash leaves, they end at the same batch.
+                self.offset_index.write_unwritten()
+                self.time_index.write_unwritten()
         self._bytes_since_index += header.size
 
     def _observe(self, header: BatchHeader) -> None:
@@ -441,10 +445,10 @@ class LogSegment:
     def index_full(self, index_bytes: int) -> bool:
         """Whether the offset or time index has no room for another entry within
         ``segment.index.bytes`` (Kafka rolls the segment then)."""
-        return any(
-            (index.entries + 1) * index.entry.size > index_bytes
-            for index in (self.offset_index, self.time_index)
-        )
+        offsets, times = self.offset_index, self.time_index
+        return (offsets.entries + 1) * offsets.entry.size > index_bytes or (
+            times.entries + 1
+        ) * times.entry.size > index_bytes
 
     # -- changing ----------------------------------------------------------------------
 
