@@ -118,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
                         seconds[side] = produce_seconds(broker, topic, args.records, args.size)
                     cpu[side] = cpu_seconds(broker) - cpu_before
                 ratios.append(seconds["off"] / seconds["on"])
-                cpu_ratios.append(cpu["off"] / cpu["on"])
+                if cpu["on"] > 0:  # (a run shorter than a clock tick of CPU measures none)
+                    cpu_ratios.append(cpu["off"] / cpu["on"])
                 rates.append(args.records / seconds["on"])
             rate = median(rates)
             print(
@@ -132,8 +133,9 @@ def main(argv: list[str] | None = None) -> int:
             )
             # CPU per record is steadier than throughput on a shared machine.
             print(
-                f"  broker CPU for the same records: uncounted / scraped"
-                f" {median(cpu_ratios):.3f} (runs: "
+                "  broker CPU for the same records: uncounted / scraped"
+                + (f" {median(cpu_ratios):.3f}" if cpu_ratios else " too short to measure")
+                + " (runs: "
                 + ", ".join(f"{r:.3f}" for r in cpu_ratios)
                 + ")",
                 flush=True,

@@ -76,7 +76,6 @@ class Log:
         self.topic = topic
         self.partition = partition
         self._config = config
-        self._roll_after: tuple[int, LogConfig, int] | None = None
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
         self._epoch_cache = epoch_cache
@@ -329,14 +328,8 @@ class Log:
         return segment
 
     def _roll_after_ms(self) -> int:
-        """The active segment's roll age, worked out again only when the segment or the
-        config changes: every append asks."""
-        base, config = self.active_segment.base_offset, self._config
-        known = self._roll_after
-        if known is None or known[0] != base or known[1] is not config:
-            key = f"{self.topic}-{self.partition}-{base}"
-            known = self._roll_after = (base, config, config.roll_after_ms(key))
-        return known[2]
+        key = f"{self.topic}-{self.partition}-{self.active_segment.base_offset}"
+        return self._config.roll_after_ms(key)
 
     def maybe_roll(self, now_ms: int) -> bool:
         """Roll by ``segment.ms`` (or ``max.compaction.lag.ms``) when no append came to do it."""
