@@ -6,9 +6,8 @@ A batch whose header and CRC are right can still hold records no reader can deco
 stored, it stalls every consumer at its offset. Records are walked by the compiled
 walker (``record_walk``) once it is loaded, so that the check costs little next to the
 append itself; until then by the Python decoder (``WalkerPolicy``). Only when a batch
-fails is it walked again
-by the Python decoder, to word the error and name the first bad record in the answer's
-``record_errors`` (Produce v8+).
+fails is it walked again by the Python decoder, to word the error and name the first bad
+record in the answer's ``record_errors`` (Produce v8+).
 """
 
 from __future__ import annotations
@@ -49,7 +48,7 @@ class WalkerPolicy:
         return True
 
 
-# One a process, as the walker is.
+# For the whole process, as the loaded walker is.
 _POLICY = WalkerPolicy()
 
 
