@@ -9,10 +9,13 @@ tests/protocol/test_record_encode.py checks the bytes against the Python encoder
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from epochlog.protocol.column_rows import BinaryColumn, ColumnRows
 
@@ -43,6 +46,27 @@ def _put_varint(out: np.ndarray, pos: int, value: int) -> int:
     return pos + 1
 
 
+@intrinsic
+def _copy_bytes(
+    typingctx: Any, out: Any, pos: Any, src: Any, at: Any, length: Any
+) -> tuple[Any, Callable[..., Any]]:
+    """``out[pos:pos + length] = src[at:at + length]`` (uint8 arrays) as LLVM's memcpy.
+    numba copies a slice, or a loop, byte by byte: 550 ns for a field of 1,000 bytes,
+    where this takes 20 (and 2 for 100 bytes, against 59). An intrinsic, not a ctypes
+    call of libc's memcpy, so that the compiled encoder is still cached on disk."""
+    signature = types.void(out, pos, src, at, length)
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        out_, pos_, src_, at_, length_ = args
+        out_data = context.make_array(sig.args[0])(context, builder, out_).data
+        src_data = context.make_array(sig.args[2])(context, builder, src_).data
+        to, start = builder.gep(out_data, [pos_]), builder.gep(src_data, [at_])
+        cgutils.raw_memcpy(builder, to, start, length_, 1)
+        return context.get_dummy_value()
+
+    return signature, codegen
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _put_bytes(out: np.ndarray, pos: int, src: np.ndarray, at: int, length: int) -> int:
     """A length-prefixed field (-1: null) copied from ``src`` at ``at``: the position
@@ -50,8 +74,7 @@ def _put_bytes(out: np.ndarray, pos: int, src: np.ndarray, at: int, length: int)
     pos = _put_varint(out, pos, length)
     if length <= 0:
         return pos
-    for i in range(length):  # quicker than a slice's copy for fields of a record's size
-        out[pos + i] = src[at + i]
+    _copy_bytes(out, pos, src, at, length)
     return pos + length
 
 
