@@ -116,6 +116,9 @@ class MetadataCache:
     def __init__(self) -> None:
         self.brokers: dict[int, tuple[str, int]] = {}
         self.topics: dict[str, TopicMetadata] = {}
+        # Each held topic's partition count (topics with partitions only): the producer
+        # reads it for every record sent, so a dict lookup, no call. Updated in place.
+        self.partition_counts: dict[str, int] = {}
 
     def check(self, answer: MetadataSnapshot, in_use: Iterable[TopicPartition] = ()) -> Refusal:
         """Raise TopicIdChangedError for a re-created topic in use; return the stale
@@ -145,8 +148,13 @@ class MetadataCache:
         for name, topic in answer.topics.items():
             if topic.error == ErrorCode.NONE:
                 self.topics[name] = topic
+                if topic.partitions:
+                    self.partition_counts[name] = len(topic.partitions)
+                else:
+                    self.partition_counts.pop(name, None)
             elif topic.error not in RETRIABLE_TOPIC_ERRORS:
                 self.topics.pop(name, None)
+                self.partition_counts.pop(name, None)
 
     def partition(self, tp: TopicPartition) -> PartitionMetadata | None:
         topic = self.topics.get(tp.topic)
@@ -159,8 +167,7 @@ class MetadataCache:
         return None if t is None or t.topic_id == ZERO_UUID else t.topic_id
 
     def partition_count(self, topic: str) -> int | None:
-        t = self.topics.get(topic)
-        return len(t.partitions) if t is not None and t.partitions else None
+        return self.partition_counts.get(topic)
 
 
 def backoff_seconds(attempt: int, base_ms: int, max_ms: int) -> float:

@@ -48,6 +48,12 @@ class Partitioner:
         self._random = random
         self._sticky: dict[str, int] = {}
 
+    @property
+    def null_keys_stay(self) -> bool:
+        """A null key's partition stays the same from one record to the next until a
+        batch of the topic is sealed (sticky, murmur2); not with ``random``."""
+        return self._kind != "random"
+
     def partition(self, topic: str, key: bytes | None, num_partitions: int) -> int:
         if key is not None and self._kind != "random":
             return key_partition(key, num_partitions)

@@ -203,6 +203,7 @@ class _Batch:
 
     def fail(self, error: BaseException) -> None:
         self.error = error
+        self.open = False
         if self.outcomes is not None:
             self.outcomes.settle(error, None)
         for future in self.waiters:
@@ -388,7 +389,7 @@ def fill_batches(
         batch = st[1]
         if batch is None or (batch.records and batch.size + size > room):
             batch = _Batch(TopicPartition(topic, p), monotonic())
-            st[0].append(batch)
+            enqueue(st[0], batch)
             st[1] = batch
             batch.bulks.append(result)
             result._pending += 1
@@ -423,7 +424,7 @@ def _fill_partition(
     while i < n:
         if batch is None or (batch.records and batch.size + totals[i + 1] - totals[i] > room):
             batch = _Batch(tp, clock.monotonic())
-            queue.append(batch)
+            enqueue(queue, batch)
             batch.bulks.append(result)
             result._pending += 1
         # The records i..j-1 whose sizes, added to the batch's, stay within room.
@@ -513,6 +514,15 @@ class _Placement:
         self.result._indexes = self.indexes.tolist()
 
 
+def enqueue(queue: deque[_Batch], batch: _Batch) -> None:
+    """``batch`` goes last in its partition's queue, and the batch before it takes no
+    more records: only a queue's last batch is ever open, which ``send``'s hot path
+    (it appends to the batch it used last while that is open) relies on."""
+    if queue:
+        queue[-1].open = False
+    queue.append(batch)
+
+
 def _open_batch(
     queues: dict[TopicPartition, deque[_Batch]], tp: TopicPartition, result: SendManyResult
 ) -> tuple[deque[_Batch], _Batch | None]:
@@ -564,7 +574,7 @@ def fill_column_batches(
             batch.size = int(totals[j] - totals[i])
             batch.bulks.append(result)
             result._pending += 1
-            queue.append(batch)
+            enqueue(queue, batch)
             placement.put(batch, where, 0)
             i = j
     placement.done()

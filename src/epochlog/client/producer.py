@@ -20,6 +20,7 @@ from kafka.protocol.producer import ProduceRequest
 from epochlog.client.awaiting_metadata import RecordsAwaitingMetadata
 from epochlog.client.client_metrics import ProducerCounts
 from epochlog.client.config import producer_config
+from epochlog.client.enqueue_order import EnqueueOrder
 from epochlog.client.errors import DeliveryError, TopicPartition
 from epochlog.client.metadata import Cluster, backoff_seconds
 from epochlog.client.partitioner import Partitioner
@@ -31,13 +32,14 @@ from epochlog.client.produce_batch import (
     RecordTooLargeError,
     _Batch,
     check_sizes,
+    enqueue,
 )
 from epochlog.client.producer_bulk import BulkSends, Headers
 from epochlog.client.producer_id import FIRST_PRODUCER_ID, ProducerIds
 from epochlog.client.record_future import HeldRecord, RecordFuture, RecordOutcomes
 from epochlog.client.security import client_network
 from epochlog.client.transactions import TransactionalApi, TransactionManager
-from epochlog.protocol.column_rows import RecordLists
+from epochlog.protocol.column_rows import NO_HEADERS, RecordLists
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.records import build_batch
 from epochlog.seams import Seams
@@ -65,6 +67,25 @@ RETRIABLE = {
 METADATA_ERRORS = RETRIABLE - {ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_ENOUGH_REPLICAS}
 
 
+class _LastBatch:
+    """The open batch ``send`` put a record in last, and what that record asked for
+    (topic, partition argument) and found (partition count): a next record asking the
+    same goes to the same batch while it is open and has room, without the partitioner
+    or the queues. Forgotten (topic None) whenever that could choose otherwise: a batch
+    sealed (the sticky partitioner moves on), a record held for metadata, a close."""
+
+    __slots__ = ("topic", "partition", "count", "batch")
+
+    def __init__(self) -> None:
+        self.topic: str | None = None
+        self.partition: int | None = None
+        self.count = 0
+        self.batch: _Batch | None = None
+
+    def remember(self, topic: str, partition: int | None, count: int, batch: _Batch) -> None:
+        self.topic, self.partition, self.count, self.batch = topic, partition, count, batch
+
+
 class AsyncProducer(BulkSends, TransactionalApi):
     """Kafka's producer on asyncio. ``await send(...)`` enqueues a record and returns a
     future of its RecordMetadata; ``flush()`` waits until all are answered."""
@@ -85,10 +106,12 @@ class AsyncProducer(BulkSends, TransactionalApi):
             c["request.timeout.ms"],
             auto_create_topics=True,  # the broker's auto.create.topics.enable decides
         )
+        self._partition_counts = self._cluster.cache.partition_counts  # (updated in place)
         self._partitioner = Partitioner(c["partitioner"], self._seams.random)
         self._queues: dict[TopicPartition, deque[_Batch]] = {}
         # Per topic, by partition: (its TopicPartition, its queue), for send()'s hot path.
         self._slots: dict[str, list[tuple[TopicPartition, deque[_Batch]] | None]] = {}
+        self._last = _LastBatch()
         self._in_flight: set[TopicPartition] = set()
         self._awaiting = RecordsAwaitingMetadata()
         self._producer_ids = ProducerIds(self._cluster, self._clock, c, RETRIABLE)
@@ -106,7 +129,7 @@ class AsyncProducer(BulkSends, TransactionalApi):
         self._closed = False
         self._tasks = BackgroundTasks()
         # Sends are enqueued in call order even when they wait for metadata (FIFO lock).
-        self._enqueue_lock = asyncio.Lock()
+        self._enqueue_order = EnqueueOrder()
         self._batch_size: int = c["batch.size"]
         self._batch_filled = False  # send() then yields to the loop: the batch can go
         self._max_request_size: int = c["max.request.size"]
@@ -150,12 +173,39 @@ class AsyncProducer(BulkSends, TransactionalApi):
             headers = tuple(headers)  # read once, here: an iterator would be used up
         if self._txn is not None:
             self._txn.check_send()
+        last = self._last
+        if (
+            topic == last.topic
+            and partition == last.partition
+            and headers is None
+            and timestamp is None
+            and (key is None or partition is not None)
+            and not self._enqueue_order.busy
+            and topic not in self._awaiting
+            and self._partition_counts.get(topic) == last.count
+        ):
+            batch: _Batch = last.batch  # type: ignore[assignment]
+            size = RECORD_OVERHEAD + (len(value) if value else 0) + (len(key) if key else 0)
+            if batch.open and batch.size + size <= self._batch_room:
+                records: RecordLists = batch.records  # type: ignore[assignment]
+                values = records.values  # RecordLists.append, inline: no call a record
+                values.append(value)
+                records.keys.append(key)
+                records.headers.append(NO_HEADERS)
+                records.timestamps.append(self._time_ms())
+                batch.size += size
+                if batch.size >= self._batch_size:
+                    self._wake.set()
+                outcomes = batch.outcomes
+                if outcomes is None:
+                    outcomes = batch.outcomes = RecordOutcomes(self._loop)
+                return RecordFuture(outcomes, len(values) - 1)
         # partitions_now, inline: this is the path of every record sent one by one.
         if (
             self._sender is not None
-            and not self._enqueue_lock.locked()
+            and not self._enqueue_order.busy
             and topic not in self._awaiting
-            and (count := self._cluster.cache.partition_count(topic)) is not None
+            and (count := self._partition_counts.get(topic)) is not None
         ):
             # (_add answers None only to a caller that brings its own waiter.)
             future: RecordFuture[RecordMetadata] = self._add(  # type: ignore[assignment]
@@ -165,7 +215,8 @@ class AsyncProducer(BulkSends, TransactionalApi):
                 self._batch_filled = False
                 await self._clock.sleep(0)
             return future
-        async with self._enqueue_lock:
+        last.topic = None  # what it remembers may no longer be where this record goes
+        async with self._enqueue_order:
             if self._closed:
                 raise RuntimeError("producer is closed")
             await self._start()
@@ -188,7 +239,7 @@ class AsyncProducer(BulkSends, TransactionalApi):
     def partitions_now(self, topic: str) -> int | None:
         """The topic's partition count if a record for it is appended without waiting
         (the sender started, the metadata known, nobody queued ahead); else None."""
-        if self._sender is None or self._enqueue_lock.locked() or topic in self._awaiting:
+        if self._sender is None or self._enqueue_order.busy or topic in self._awaiting:
             return None
         return self._cluster.cache.partition_count(topic)
 
@@ -228,6 +279,7 @@ class AsyncProducer(BulkSends, TransactionalApi):
         ``append_now``) is answered there; without one, the record's future."""
         if self._closed:
             raise RuntimeError("producer is closed")
+        asked = partition
         if partition is None:
             partition = self._partitioner.partition(topic, key, count)
         elif not 0 <= partition < count:
@@ -253,8 +305,9 @@ class AsyncProducer(BulkSends, TransactionalApi):
             # An open batch without room for the record is full: send() lets it go.
             self._batch_filled = batch is not None
             batch = _Batch(tp, self._clock.monotonic())
-            queue.append(batch)
+            enqueue(queue, batch)
             self._idle.clear()  # (a record joining a queued batch finds it clear)
+        given_timestamp = timestamp
         if timestamp is None:
             timestamp = self._time_ms()
         records: RecordLists = batch.records  # type: ignore[assignment]
@@ -267,6 +320,12 @@ class AsyncProducer(BulkSends, TransactionalApi):
         if waiter is not None:
             batch.wait(index, waiter)
             return None
+        if (
+            headers is None
+            and given_timestamp is None
+            and (asked is not None or (key is None and self._partitioner.null_keys_stay))
+        ):
+            self._last.remember(topic, asked, count, batch)
         outcomes = batch.outcomes
         if outcomes is None:
             outcomes = batch.outcomes = RecordOutcomes(self._loop)
@@ -277,7 +336,7 @@ class AsyncProducer(BulkSends, TransactionalApi):
 
     async def flush(self, timeout: float | None = None) -> bool:
         """Send everything now and wait for every answer; False if ``timeout`` passed."""
-        async with self._enqueue_lock:  # sends waiting for metadata are enqueued first
+        async with self._enqueue_order:  # sends waiting for metadata are enqueued first
             pass
         self._flushing += 1
         self._wake.set()
@@ -294,6 +353,7 @@ class AsyncProducer(BulkSends, TransactionalApi):
             return
         await self.flush(self.config["delivery.timeout.ms"] / 1000)
         self._closed = True
+        self._last.topic = None
         if self._sender is not None:
             self._sender.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -405,6 +465,7 @@ class AsyncProducer(BulkSends, TransactionalApi):
         if batch.payload is not None:
             return True
         pid, epoch = self._producer_ids.stamp(batch)
+        self._last.topic = None  # the sticky partitioner may move on
         try:
             batch.open = False
             batch.payload = build_batch(

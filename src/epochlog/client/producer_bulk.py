@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from epochlog.client.awaiting_metadata import RecordsAwaitingMetadata
+from epochlog.client.enqueue_order import EnqueueOrder
 from epochlog.client.errors import TopicPartition
 from epochlog.client.metadata import Cluster
 from epochlog.client.partitioner import Partitioner
@@ -43,7 +44,7 @@ class BulkSends:
     _partitioner: Partitioner
     _queues: dict[TopicPartition, deque[_Batch]]
     _awaiting: RecordsAwaitingMetadata
-    _enqueue_lock: asyncio.Lock
+    _enqueue_order: EnqueueOrder
     _sender: asyncio.Task[None] | None
     _closed: bool
     _clock: Clock
@@ -110,8 +111,8 @@ class BulkSends:
         if self._txn is not None:
             self._txn.check_send()
         count = self._cluster.cache.partition_count(topic)
-        if self._sender is None or self._enqueue_lock.locked() or count is None:
-            async with self._enqueue_lock:
+        if self._sender is None or self._enqueue_order.busy or count is None:
+            async with self._enqueue_order:
                 if self._closed:
                     raise RuntimeError("producer is closed")
                 await self._start()

@@ -91,30 +91,35 @@ class ColumnRows(Sequence[tuple[bytes | None, bytes | None, tuple[()], int]]):
 
 class RecordLists(Sequence[tuple[bytes | None, bytes | None, Any, int]]):
     """Records as four lists (keys, values, headers, timestamps) instead of a tuple
-    each: what an open producer batch keeps, so that a run of records is added by
-    extending lists (no object a record) and ``build_batch`` hands the columns to the
-    compiled encoder as they are. Indexed, a record reads as its ``(key, value,
-    headers, timestamp)`` tuple; timestamps are always given (the producer stamps them)."""
+    each: what an open producer batch keeps, so that a record is added by four list
+    appends (no object a record, no call: ``AsyncProducer._add`` appends to the lists
+    itself) and ``build_batch`` hands the columns to the compiled encoder as they are.
+    Indexed, a record reads as its ``(key, value, headers, timestamp)`` tuple; timestamps
+    are always given (the producer stamps them), headers are ``()`` when there are none."""
 
-    __slots__ = ("keys", "values", "headers", "timestamps", "keyed", "headed")
+    __slots__ = ("keys", "values", "headers", "timestamps")
 
     def __init__(self) -> None:
         self.keys: list[bytes | None] = []
         self.values: list[bytes | None] = []
         self.headers: list[Any] = []
         self.timestamps: list[int] = []
-        self.keyed = False  # some key is not null
-        self.headed = False  # some record has headers
+
+    @property
+    def keyed(self) -> bool:
+        """Some key is not null (asked once a batch, at C speed)."""
+        return self.keys.count(None) != len(self.keys)
+
+    @property
+    def headed(self) -> bool:
+        """Some record has headers."""
+        return self.headers.count(NO_HEADERS) != len(self.headers)
 
     def append(self, key: bytes | None, value: bytes | None, headers: Any, timestamp: int) -> None:
         self.keys.append(key)
         self.values.append(value)
         self.headers.append(headers)
         self.timestamps.append(timestamp)
-        if key is not None:
-            self.keyed = True
-        if headers:
-            self.headed = True
 
     def extend(self, keys: Sequence[bytes] | None, values: Sequence[bytes], timestamp: int) -> None:
         """Records of ``values`` and ``keys`` (None: all null), without headers, all
@@ -125,7 +130,6 @@ class RecordLists(Sequence[tuple[bytes | None, bytes | None, Any, int]]):
             self.keys.extend(repeat(None, n))
         else:
             self.keys.extend(keys)
-            self.keyed = True
         self.headers.extend(repeat(NO_HEADERS, n))
         self.timestamps.extend(repeat(timestamp, n))
 

@@ -1,0 +1,155 @@
+"""``AsyncProducer.send``'s hot path: a record asking for the same topic and partition
+as the one before goes straight to the batch that one went to, and only while that is
+exactly where the full path would put it. Pinned here: call order with ``send_many``
+between, the partitioner consulted again once a batch is sealed or for every record
+with ``partitioner=random``, a failed batch taking no more records, the metadata it
+relies on, and sends queued behind a slow one never overtaking it."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+from typing import Any
+
+from inprocess_broker import run, running_broker
+
+from epochlog.client import AsyncProducer
+from epochlog.client.admin import AsyncAdmin
+from epochlog.client.enqueue_order import EnqueueOrder
+from epochlog.client.errors import DeliveryError, TopicPartition
+from epochlog.client.metadata import MetadataCache, MetadataSnapshot, TopicMetadata
+from epochlog.client.produce_batch import _Batch
+from epochlog.protocol.errors import ErrorCode
+
+
+def bootstrap(broker: Any) -> str:
+    return f"127.0.0.1:{broker.port}"
+
+
+async def topic_and_producer(
+    broker: Any, partitions: int, **config: Any
+) -> tuple[AsyncAdmin, AsyncProducer]:
+    admin = AsyncAdmin({"bootstrap.servers": bootstrap(broker)}, broker.seams)
+    await admin.create_topic("t", partitions=partitions, replication_factor=1)
+    producer = AsyncProducer({"bootstrap.servers": bootstrap(broker), **config}, broker.seams)
+    await producer.partitions_for("t")
+    return admin, producer
+
+
+def test_a_send_after_send_many_goes_after_its_records(tmp_path: Path) -> None:
+    """send_many fills the open batch and starts new ones; a small record sent next
+    would still fit in the first batch, but goes after send_many's records."""
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path) as broker:
+            admin, producer = await topic_and_producer(
+                broker, 1, **{"batch.size": 1_000, "linger.ms": 50}
+            )
+            first = await producer.send("t", b"first", partition=0)
+            many = await producer.send_many("t", [b"m" * 600] * 3, partition=0)
+            last = await producer.send("t", b"z", partition=0)
+            assert await producer.flush(30)
+            assert (await first).offset == 0
+            assert [m.offset for m in await many.future] == [1, 2, 3]
+            assert (await last).offset == 4
+            await producer.close()
+            await admin.close()
+
+    run(scenario)
+
+
+def test_sticky_null_keys_ask_the_partitioner_again_once_a_batch_is_sealed(
+    tmp_path: Path,
+) -> None:
+    """A full batch is sealed and sent while the next one is still open and lingering:
+    the sticky partitioner moves on then, so the next record is placed by it again,
+    not put in the open batch the record before went to."""
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path) as broker:
+            admin, producer = await topic_and_producer(
+                broker, 8, **{"linger.ms": 5_000, "batch.size": 1_000}
+            )
+            asked: list[int] = []
+            choose = producer._partitioner.partition
+
+            def spy(topic: str, key: bytes | None, count: int) -> int:
+                asked.append(chosen := choose(topic, key, count))
+                return chosen
+
+            producer._partitioner.partition = spy  # type: ignore[method-assign]
+            first = [await producer.send("t", b"v" * 100) for _ in range(9)]
+            # Eight fill a batch: the ninth opened a second one, in the same partition.
+            assert len(asked) == 2 and asked[0] == asked[1]
+            await asyncio.wait_for(asyncio.gather(*first[:8]), 10)  # the full one went
+            assert not first[8].done()  # the second still lingers, open
+            await producer.send("t", b"v" * 100)
+            assert len(asked) == 3
+            await producer.close()
+            await admin.close()
+
+    run(scenario)
+
+
+def test_the_random_partitioner_picks_for_every_null_key_record(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path) as broker:
+            admin, producer = await topic_and_producer(
+                broker, 4, **{"partitioner": "random", "linger.ms": 50}
+            )
+            futures = [await producer.send("t", b"r%d" % i) for i in range(200)]
+            partitions = {m.partition for m in await asyncio.gather(*futures)}
+            assert partitions == {0, 1, 2, 3}
+            await producer.close()
+            await admin.close()
+
+    run(scenario)
+
+
+def test_a_failed_batch_takes_no_more_records() -> None:
+    batch = _Batch(TopicPartition("t", 0), 0.0)
+    assert batch.open
+    batch.fail(DeliveryError(TopicPartition("t", 0), "expired"))
+    assert not batch.open
+
+
+def test_partition_counts_follow_the_metadata_applied() -> None:
+    cache = MetadataCache()
+
+    def answer(name: str, partitions: int, error: ErrorCode = ErrorCode.NONE) -> MetadataSnapshot:
+        parts = {i: object() for i in range(partitions)}
+        topic = TopicMetadata(name, uuid.uuid4(), parts, error)  # type: ignore[arg-type]
+        return MetadataSnapshot({}, {name: topic})
+
+    cache.apply(answer("t", 3))
+    assert cache.partition_counts == {"t": 3} and cache.partition_count("t") == 3
+    cache.apply(answer("t", 4))
+    assert cache.partition_count("t") == 4
+    cache.apply(answer("t", 0, ErrorCode.LEADER_NOT_AVAILABLE))  # retriable: kept
+    assert cache.partition_count("t") == 4
+    cache.apply(answer("t", 0, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+    assert cache.partition_count("t") is None and not cache.partition_counts
+
+
+def test_a_queued_send_keeps_the_hot_path_closed_until_it_has_run() -> None:
+    """asyncio.Lock.locked() is False between a release and the next waiter's turn; the
+    count of holders and waiters is not, so no record overtakes the queued one."""
+
+    async def scenario() -> None:
+        order = EnqueueOrder()
+        ran: list[str] = []
+
+        async def queued() -> None:
+            async with order:
+                ran.append("queued")
+
+        async with order:
+            task = asyncio.create_task(queued())
+            await asyncio.sleep(0)
+            assert order.busy == 2
+        assert order.busy == 1 and ran == []  # released, the waiter not yet run
+        await task
+        assert order.busy == 0 and ran == ["queued"]
+
+    run(scenario)
