@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import struct
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,6 +11,7 @@ from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.protocol.fetch_response import Part, part_size
 
 log = logging.getLogger("epochlog.server")
+_I32 = struct.Struct(">i")
 
 
 @dataclass
@@ -20,10 +22,21 @@ class RawResponse:
 
     parts: list[Part]
     error_codes: list[int] = field(default_factory=list)
+    # Where the body's throttle_time_ms is, (part, byte offset), for a handler that
+    # encodes its answer before the request's throttle is known; None: left as encoded.
+    throttle_field: tuple[int, int] | None = None
 
     @property
     def size(self) -> int:
         return sum(part_size(p) for p in self.parts)
+
+    def set_throttle(self, throttle_ms: int) -> None:
+        if self.throttle_field is None:
+            return
+        index, at = self.throttle_field
+        part = bytearray(self.parts[index])
+        part[at : at + 4] = _I32.pack(throttle_ms)
+        self.parts[index] = part
 
 
 def error_code(exc: BaseException) -> ErrorCode:

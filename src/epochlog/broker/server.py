@@ -96,7 +96,9 @@ class RequestChannel:
                 account.exempt_from_requests()
             response = await account.timed(clock, work)
             throttle_ms = account.settle(len(frame))
-            if throttle_ms and response is not None and not isinstance(response, RawResponse):
+            if throttle_ms and isinstance(response, RawResponse):
+                response.set_throttle(throttle_ms)
+            elif throttle_ms and response is not None:
                 response.throttle_time_ms = throttle_ms
         answering = clock.monotonic()
         if response is None:

@@ -5,13 +5,16 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kafka.protocol.producer import ProduceResponse
-
 from epochlog.broker.handlers.context import HandlerContext
-from epochlog.broker.responses import error_code
+from epochlog.broker.responses import RawResponse, error_code
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
 from epochlog.protocol.batch import read_header
 from epochlog.protocol.errors import ErrorCode, KafkaError
+from epochlog.protocol.produce_response import (
+    PartitionAnswer,
+    encode_produce_response,
+    throttle_field_end,
+)
 from epochlog.protocol.record_validation import RecordErrors
 from epochlog.replication.replica_manager import ACKS_ALL, AckWait
 from epochlog.security.api_rules import allowed
@@ -21,8 +24,6 @@ API = api(ApiKey.PRODUCE, 3, 9)
 
 log = logging.getLogger("epochlog.produce")
 
-
-_Partition = ProduceResponse.TopicProduceResponse.PartitionProduceResponse
 # Errors that mean the producer sent bad data: worth a log line naming the partition.
 _REFUSED_DATA = (
     ErrorCode.CORRUPT_MESSAGE,
@@ -37,24 +38,15 @@ def _partition_response(
     code: ErrorCode,
     message: str | None = None,
     record_errors: list[tuple[int, str]] | None = None,
-) -> Any:
-    return _Partition(
-        index=index,
-        error_code=code,
-        base_offset=-1,
-        log_append_time_ms=-1,
-        log_start_offset=-1,
-        record_errors=[
-            _Partition.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=text)
-            for i, text in record_errors or ()
-        ],
-        error_message=message,
+) -> PartitionAnswer:
+    return PartitionAnswer(
+        index, code, record_errors=list(record_errors or ()), error_message=message
     )
 
 
 def _produce_one(
     broker: HandlerContext, topic: str, index: int, records: bytes | memoryview | None, acks: int
-) -> tuple[Any, AckWait | None]:
+) -> tuple[PartitionAnswer, AckWait | None]:
     """Append one partition's records; for acks=all also what to wait for."""
     try:
         partition = broker.replica_manager.partition(topic, index)
@@ -69,14 +61,8 @@ def _produce_one(
         message = str(exc) if isinstance(exc, KafkaError) else None
         record_errors = exc.record_errors if isinstance(exc, RecordErrors) else None
         return _partition_response(index, code, message, record_errors), None
-    answer = _Partition(
-        index=index,
-        error_code=ErrorCode.NONE,
-        base_offset=result.base_offset,
-        log_append_time_ms=result.log_append_time,
-        log_start_offset=result.log_start_offset,
-        record_errors=[],
-        error_message=None,
+    answer = PartitionAnswer(
+        index, ErrorCode.NONE, result.base_offset, result.log_append_time, result.log_start_offset
     )
     wait = None
     if acks == ACKS_ALL:
@@ -106,13 +92,13 @@ async def handle(
     broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
 ) -> Any:
     acks = request.acks
-    responses = []
-    waits: list[tuple[Any, AckWait]] = []
+    responses: list[tuple[str, list[PartitionAnswer]]] = []
+    waits: list[tuple[PartitionAnswer, AckWait]] = []
     txn_refused = request.transactional_id is not None and not allowed(
         broker.authorizer, session, ApiKey.PRODUCE, "transactional_id", request.transactional_id
     )
     for topic_data in request.topic_data or []:
-        parts = []
+        parts: list[PartitionAnswer] = []
         topic_refused = not allowed(
             broker.authorizer, session, ApiKey.PRODUCE, "topic", topic_data.name
         )
@@ -141,9 +127,7 @@ async def handle(
                 parts.append(answer)
                 if wait is not None:
                     waits.append((answer, wait))
-        responses.append(
-            ProduceResponse.TopicProduceResponse(name=topic_data.name, partition_responses=parts)
-        )
+        responses.append((topic_data.name, parts))
     if waits:
         codes = await broker.replica_manager.wait_for_acks(
             [w for _, w in waits], max(0, request.timeout_ms) / 1000
@@ -154,4 +138,6 @@ async def handle(
                 answer.error_message = f"{wait.partition}: {code.name}"
     if acks == 0:
         return None
-    return ProduceResponse(responses=responses, throttle_time_ms=0)
+    body = encode_produce_response(version, responses)
+    codes = [p.error_code for _, parts in responses for p in parts]
+    return RawResponse([body], codes, (0, len(body) - 4 - throttle_field_end(version)))
