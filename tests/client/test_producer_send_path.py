@@ -3,7 +3,8 @@ as the one before goes straight to the batch that one went to, and only while th
 exactly where the full path would put it. Pinned here: call order with ``send_many``
 between, the partitioner consulted again once a batch is sealed or for every record
 with ``partitioner=random``, a failed batch taking no more records, the metadata it
-relies on, and sends queued behind a slow one never overtaking it."""
+relies on, sends queued behind a slow one never overtaking it, and the stamp each record
+gets at its send on either path."""
 
 from __future__ import annotations
 
@@ -151,5 +152,27 @@ def test_a_queued_send_keeps_the_hot_path_closed_until_it_has_run() -> None:
         assert order.busy == 1 and ran == []  # released, the waiter not yet run
         await task
         assert order.busy == 0 and ran == ["queued"]
+
+    run(scenario)
+
+
+def test_records_are_stamped_with_the_wall_clock_when_sent(tmp_path: Path) -> None:
+    """Both paths stamp a record at its send: the first record of a batch (full path)
+    and the ones after it (straight to the open batch)."""
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path) as broker:
+            admin, producer = await topic_and_producer(broker, 1, **{"linger.ms": 20})
+            clock = broker.seams.clock
+            sent = []
+            for i in range(3):
+                before = clock.time_ms()
+                future = await producer.send("t", b"s%d" % i, partition=0)
+                sent.append((before, future, clock.time_ms()))
+                await asyncio.sleep(0.005)
+            for before, future, after in sent:
+                assert before <= (await future).timestamp <= after
+            await producer.close()
+            await admin.close()
 
     run(scenario)
