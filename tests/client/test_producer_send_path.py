@@ -1,10 +1,11 @@
 """``AsyncProducer.send``'s hot path: a record asking for the same topic and partition
-as the one before goes straight to the batch that one went to, and only while that is
-exactly where the full path would put it. Pinned here: call order with ``send_many``
-between, the partitioner consulted again once a batch is sealed or for every record
-with ``partitioner=random``, a failed batch taking no more records, the metadata it
-relies on, sends queued behind a slow one never overtaking it, and the stamp each record
-gets at its send on either path."""
+as the one before goes straight to the batch that one went to, with none of the full
+path's checks, so only while that is exactly where the full path would put it. Pinned
+here: call order with ``send_many`` between, and with sends and ``send_many`` calls
+queued to wait (never overtaken, and no batch remembered while they wait); the
+partitioner asked again once a batch is sealed, after a partition count changed, and
+for every record with ``partitioner=random``; a failed batch taking no more records;
+the stamp each record gets at its send on either path."""
 
 from __future__ import annotations
 
@@ -79,6 +80,7 @@ def test_sticky_null_keys_ask_the_partitioner_again_once_a_batch_is_sealed(
                 asked.append(chosen := choose(topic, key, count))
                 return chosen
 
+            await (await producer.send("t", b"started"))  # no send waits to enqueue now
             producer._partitioner.partition = spy  # type: ignore[method-assign]
             first = [await producer.send("t", b"v" * 100) for _ in range(9)]
             # Eight fill a batch: the ninth opened a second one, in the same partition.
@@ -123,14 +125,19 @@ def test_partition_counts_follow_the_metadata_applied() -> None:
         topic = TopicMetadata(name, uuid.uuid4(), parts, error)  # type: ignore[arg-type]
         return MetadataSnapshot({}, {name: topic})
 
+    changes: list[int] = []
+    cache.on_count_change = lambda: changes.append(len(changes))
     cache.apply(answer("t", 3))
     assert cache.partition_counts == {"t": 3} and cache.partition_count("t") == 3
+    cache.apply(answer("t", 3))  # the same count: nothing changed
+    assert len(changes) == 1
     cache.apply(answer("t", 4))
-    assert cache.partition_count("t") == 4
+    assert cache.partition_count("t") == 4 and len(changes) == 2
     cache.apply(answer("t", 0, ErrorCode.LEADER_NOT_AVAILABLE))  # retriable: kept
-    assert cache.partition_count("t") == 4
+    assert cache.partition_count("t") == 4 and len(changes) == 2
     cache.apply(answer("t", 0, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
     assert cache.partition_count("t") is None and not cache.partition_counts
+    assert len(changes) == 3
 
 
 def test_a_queued_send_keeps_the_hot_path_closed_until_it_has_run() -> None:
@@ -138,7 +145,8 @@ def test_a_queued_send_keeps_the_hot_path_closed_until_it_has_run() -> None:
     count of holders and waiters is not, so no record overtakes the queued one."""
 
     async def scenario() -> None:
-        order = EnqueueOrder()
+        entered: list[int] = []
+        order = EnqueueOrder(lambda: entered.append(order.busy))
         ran: list[str] = []
 
         async def queued() -> None:
@@ -152,6 +160,32 @@ def test_a_queued_send_keeps_the_hot_path_closed_until_it_has_run() -> None:
         assert order.busy == 1 and ran == []  # released, the waiter not yet run
         await task
         assert order.busy == 0 and ran == ["queued"]
+        assert entered == [1, 2]  # told as each queued, the holder too
+
+    run(scenario)
+
+
+def test_a_send_does_not_overtake_a_send_many_queued_before_it(tmp_path: Path) -> None:
+    """A send_many waits its turn behind one that waits for a new topic's metadata;
+    a send to the same partition made after it, whose batch the producer remembers
+    from the record before, waits behind it too and is stored after its records."""
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path, **{"auto.create.topics.enable": "true"}) as broker:
+            admin, producer = await topic_and_producer(broker, 1, **{"linger.ms": 200})
+            await (await producer.send("t", b"started", partition=0))
+            before = await producer.send("t", b"before", partition=0)  # remembered
+            new_topic = asyncio.create_task(producer.send_many("made-now", [b"n"]))
+            many = asyncio.create_task(producer.send_many("t", [b"m1", b"m2"], partition=0))
+            after = asyncio.create_task(producer.send("t", b"after", partition=0))
+            await asyncio.sleep(0)
+            assert not new_topic.done() and not many.done()  # waiting, in that order
+            results = await asyncio.wait_for(asyncio.gather(new_topic, many, after), 30)
+            assert await producer.flush(30)
+            offsets = [m.offset for m in await results[1].future]
+            assert (await before).offset < offsets[0] < offsets[1] < (await results[2]).offset
+            await producer.close()
+            await admin.close()
 
     run(scenario)
 
@@ -172,6 +206,66 @@ def test_records_are_stamped_with_the_wall_clock_when_sent(tmp_path: Path) -> No
                 await asyncio.sleep(0.005)
             for before, future, after in sent:
                 assert before <= (await future).timestamp <= after
+            await producer.close()
+            await admin.close()
+
+    run(scenario)
+
+
+def test_a_record_enqueued_while_others_queue_is_not_remembered(tmp_path: Path) -> None:
+    """A send that waited its turn puts its record where it belongs, but the producer
+    does not remember that batch while sends queued behind it still wait: the caller's
+    next record, sent at once, must not overtake them."""
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path, **{"auto.create.topics.enable": "true"}) as broker:
+            admin, producer = await topic_and_producer(broker, 1, **{"linger.ms": 200})
+            await (await producer.send("t", b"started", partition=0))
+
+            async def two_sends() -> tuple[Any, Any]:
+                first = await producer.send("t", b"first", partition=0)  # waits its turn
+                return first, await producer.send("t", b"next", partition=0)
+
+            new_topic = asyncio.create_task(producer.send_many("made-now", [b"n"]))
+            sends = asyncio.create_task(two_sends())
+            await asyncio.sleep(0)
+            many = asyncio.create_task(producer.send_many("t", [b"m1", b"m2"], partition=0))
+            _, (first, after), result = await asyncio.wait_for(
+                asyncio.gather(new_topic, sends, many), 30
+            )
+            assert await producer.flush(30)
+            offsets = [m.offset for m in await result.future]
+            assert (await first).offset < offsets[0] < offsets[1] < (await after).offset
+            await producer.close()
+            await admin.close()
+
+    run(scenario)
+
+
+def test_after_a_partition_count_changes_the_next_record_is_placed_afresh(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path) as broker:
+            admin, producer = await topic_and_producer(broker, 1, **{"linger.ms": 200})
+            await (await producer.send("t", b"started"))
+            asked: list[int] = []
+            choose = producer._partitioner.partition
+
+            def spy(topic: str, key: bytes | None, count: int) -> int:
+                asked.append(count)
+                return choose(topic, key, count)
+
+            producer._partitioner.partition = spy  # type: ignore[method-assign]
+            sent = [await producer.send("t", b"a"), await producer.send("t", b"b")]
+            assert asked == [1]  # the second went straight to the first's batch
+            await admin.create_partitions("t", 3)
+            while producer._cluster.cache.partition_count("t") != 3:  # the broker learns it
+                await asyncio.sleep(0.05)
+                await producer._cluster.refresh(["t"])
+            sent.append(await producer.send("t", b"c"))
+            assert asked == [1, 3]
+            await asyncio.wait_for(asyncio.gather(*sent), 30)
             await producer.close()
             await admin.close()
 

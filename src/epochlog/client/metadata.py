@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,8 +117,10 @@ class MetadataCache:
         self.brokers: dict[int, tuple[str, int]] = {}
         self.topics: dict[str, TopicMetadata] = {}
         # Each held topic's partition count (topics with partitions only): the producer
-        # reads it for every record sent, so a dict lookup, no call. Updated in place.
+        # reads it for every record sent, so a dict lookup, no call. Updated in place;
+        # on_count_change is called when a count changes or goes.
         self.partition_counts: dict[str, int] = {}
+        self.on_count_change: Callable[[], object] | None = None
 
     def check(self, answer: MetadataSnapshot, in_use: Iterable[TopicPartition] = ()) -> Refusal:
         """Raise TopicIdChangedError for a re-created topic in use; return the stale
@@ -148,13 +150,20 @@ class MetadataCache:
         for name, topic in answer.topics.items():
             if topic.error == ErrorCode.NONE:
                 self.topics[name] = topic
-                if topic.partitions:
-                    self.partition_counts[name] = len(topic.partitions)
-                else:
-                    self.partition_counts.pop(name, None)
+                self._count(name, len(topic.partitions))
             elif topic.error not in RETRIABLE_TOPIC_ERRORS:
                 self.topics.pop(name, None)
-                self.partition_counts.pop(name, None)
+                self._count(name, 0)
+
+    def _count(self, topic: str, count: int) -> None:
+        if self.partition_counts.get(topic, 0) == count:
+            return
+        if count:
+            self.partition_counts[topic] = count
+        else:
+            del self.partition_counts[topic]
+        if self.on_count_change is not None:
+            self.on_count_change()
 
     def partition(self, tp: TopicPartition) -> PartitionMetadata | None:
         topic = self.topics.get(tp.topic)

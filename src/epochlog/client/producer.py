@@ -69,21 +69,35 @@ METADATA_ERRORS = RETRIABLE - {ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_ENOUGH
 
 class _LastBatch:
     """The open batch ``send`` put a record in last, and what that record asked for
-    (topic, partition argument) and found (partition count): a next record asking the
-    same goes to the same batch while it is open and has room, without the partitioner
-    or the queues. Forgotten (topic None) whenever that could choose otherwise: a batch
-    sealed (the sticky partitioner moves on), a record held for metadata, a close."""
+    (topic, partition argument): a next record asking the same goes to the same batch
+    while it is open and has room, without the partitioner, the queues or any of the
+    checks of the full path. So it is remembered only where nothing waits to enqueue
+    first, and forgotten (``forget``) whenever the full path could choose otherwise: a
+    send queueing to wait (for the sender, for metadata: records held), a partition
+    count changed, a batch sealed (the sticky partitioner moves on), a close."""
 
-    __slots__ = ("topic", "partition", "count", "batch")
+    __slots__ = ("topic", "partition", "batch", "records", "outcomes")
 
     def __init__(self) -> None:
         self.topic: str | None = None
         self.partition: int | None = None
-        self.count = 0
         self.batch: _Batch | None = None
+        # The batch's records and its records' outcomes, read here with one lookup less.
+        self.records: RecordLists | None = None
+        self.outcomes: RecordOutcomes[RecordMetadata] | None = None
 
-    def remember(self, topic: str, partition: int | None, count: int, batch: _Batch) -> None:
-        self.topic, self.partition, self.count, self.batch = topic, partition, count, batch
+    def remember(
+        self,
+        topic: str,
+        partition: int | None,
+        batch: _Batch,
+        outcomes: RecordOutcomes[RecordMetadata],
+    ) -> None:
+        self.topic, self.partition, self.batch = topic, partition, batch
+        self.records, self.outcomes = batch.records, outcomes  # type: ignore[assignment]
+
+    def forget(self) -> None:
+        self.topic = None
 
 
 class AsyncProducer(BulkSends, TransactionalApi):
@@ -107,11 +121,12 @@ class AsyncProducer(BulkSends, TransactionalApi):
             auto_create_topics=True,  # the broker's auto.create.topics.enable decides
         )
         self._partition_counts = self._cluster.cache.partition_counts  # (updated in place)
+        self._last = _LastBatch()
+        self._cluster.cache.on_count_change = self._last.forget
         self._partitioner = Partitioner(c["partitioner"], self._seams.random)
         self._queues: dict[TopicPartition, deque[_Batch]] = {}
         # Per topic, by partition: (its TopicPartition, its queue), for send()'s hot path.
         self._slots: dict[str, list[tuple[TopicPartition, deque[_Batch]] | None]] = {}
-        self._last = _LastBatch()
         self._in_flight: set[TopicPartition] = set()
         self._awaiting = RecordsAwaitingMetadata()
         self._producer_ids = ProducerIds(self._cluster, self._clock, c, RETRIABLE)
@@ -129,7 +144,7 @@ class AsyncProducer(BulkSends, TransactionalApi):
         self._closed = False
         self._tasks = BackgroundTasks()
         # Sends are enqueued in call order even when they wait for metadata (FIFO lock).
-        self._enqueue_order = EnqueueOrder()
+        self._enqueue_order = EnqueueOrder(self._last.forget)
         self._batch_size: int = c["batch.size"]
         self._batch_filled = False  # send() then yields to the loop: the batch can go
         self._max_request_size: int = c["max.request.size"]
@@ -180,26 +195,22 @@ class AsyncProducer(BulkSends, TransactionalApi):
             and headers is None
             and timestamp is None
             and (key is None or partition is not None)
-            and not self._enqueue_order.busy
-            and topic not in self._awaiting
-            and self._partition_counts.get(topic) == last.count
         ):
             batch: _Batch = last.batch  # type: ignore[assignment]
-            size = RECORD_OVERHEAD + (len(value) if value else 0) + (len(key) if key else 0)
-            if batch.open and batch.size + size <= self._batch_room:
-                records: RecordLists = batch.records  # type: ignore[assignment]
+            size = batch.size + RECORD_OVERHEAD + (len(value) if value else 0)
+            if key:
+                size += len(key)
+            if batch.open and size <= self._batch_room:
+                records: RecordLists = last.records  # type: ignore[assignment]
                 values = records.values  # RecordLists.append, inline: no call a record
                 values.append(value)
                 records.keys.append(key)
                 records.headers.append(NO_HEADERS)
                 records.timestamps.append(self._time_ms())
-                batch.size += size
-                if batch.size >= self._batch_size:
+                batch.size = size
+                if size >= self._batch_size:
                     self._wake.set()
-                outcomes = batch.outcomes
-                if outcomes is None:
-                    outcomes = batch.outcomes = RecordOutcomes(self._loop)
-                return RecordFuture(outcomes, len(values) - 1)
+                return RecordFuture(last.outcomes, len(values) - 1)  # type: ignore[arg-type]
         # partitions_now, inline: this is the path of every record sent one by one.
         if (
             self._sender is not None
@@ -215,8 +226,7 @@ class AsyncProducer(BulkSends, TransactionalApi):
                 self._batch_filled = False
                 await self._clock.sleep(0)
             return future
-        last.topic = None  # what it remembers may no longer be where this record goes
-        async with self._enqueue_order:
+        async with self._enqueue_order:  # (which makes send forget its last batch)
             if self._closed:
                 raise RuntimeError("producer is closed")
             await self._start()
@@ -320,15 +330,16 @@ class AsyncProducer(BulkSends, TransactionalApi):
         if waiter is not None:
             batch.wait(index, waiter)
             return None
+        outcomes = batch.outcomes
+        if outcomes is None:
+            outcomes = batch.outcomes = RecordOutcomes(self._loop)
         if (
             headers is None
             and given_timestamp is None
             and (asked is not None or (key is None and self._partitioner.null_keys_stay))
+            and not self._enqueue_order.busy  # (not from the slow path: others may queue)
         ):
-            self._last.remember(topic, asked, count, batch)
-        outcomes = batch.outcomes
-        if outcomes is None:
-            outcomes = batch.outcomes = RecordOutcomes(self._loop)
+            self._last.remember(topic, asked, batch, outcomes)
         return RecordFuture(outcomes, index)
 
     async def send_and_wait(self, topic: str, value: bytes | None = None, **kw: Any) -> Any:
@@ -353,7 +364,7 @@ class AsyncProducer(BulkSends, TransactionalApi):
             return
         await self.flush(self.config["delivery.timeout.ms"] / 1000)
         self._closed = True
-        self._last.topic = None
+        self._last.forget()
         if self._sender is not None:
             self._sender.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -465,7 +476,7 @@ class AsyncProducer(BulkSends, TransactionalApi):
         if batch.payload is not None:
             return True
         pid, epoch = self._producer_ids.stamp(batch)
-        self._last.topic = None  # the sticky partitioner may move on
+        self._last.forget()  # the sticky partitioner may move on
         try:
             batch.open = False
             batch.payload = build_batch(
