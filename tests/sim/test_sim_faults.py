@@ -47,6 +47,9 @@ def test_a_host_clock_steps_and_drifts_and_its_monotonic_never_goes_back() -> No
         host.drift(2.0)
         await host.sleep(4)  # 2 virtual seconds at twice the rate
         seen.append((clock.monotonic(), host.monotonic(), host.time_ms() - clock.time_ms()))
+        # What a producer stamps its records with reads the same stepped, drifted clock.
+        assert host.time_ns() // 1_000_000 == host.time_ms() != clock.time_ms()
+        assert clock.time_ns() // 1_000_000 == clock.time_ms()
         host.drift(0.5)
         await clock.sleep(2)
         seen.append((clock.monotonic(), host.monotonic(), host.time_ms() - clock.time_ms()))

@@ -108,7 +108,7 @@ class AsyncProducer(BulkSends, TransactionalApi):
         self.config = producer_config(config)
         self._seams = seams
         self._clock = self._seams.clock
-        self._time_ms = self._clock.time_ms  # bound once: a record's timestamp
+        self._time_ns = self._clock.time_ns  # bound once: a record's timestamp, // 10**6
         c = self.config
         self._cluster = Cluster(
             client_network(c, seams),
@@ -206,7 +206,7 @@ class AsyncProducer(BulkSends, TransactionalApi):
                 values.append(value)
                 records.keys.append(key)
                 records.headers.append(NO_HEADERS)
-                records.timestamps.append(self._time_ms())
+                records.timestamps.append(self._time_ns() // 1_000_000)
                 batch.size = size
                 if size >= self._batch_size:
                     self._wake.set()
@@ -319,7 +319,7 @@ class AsyncProducer(BulkSends, TransactionalApi):
             self._idle.clear()  # (a record joining a queued batch finds it clear)
         given_timestamp = timestamp
         if timestamp is None:
-            timestamp = self._time_ms()
+            timestamp = self._time_ns() // 1_000_000
         records: RecordLists = batch.records  # type: ignore[assignment]
         records.append(key, value, hdrs, timestamp)
         batch.size += size

@@ -17,6 +17,11 @@ class Clock(Protocol):
     def time_ms(self) -> int:
         """Wall-clock milliseconds since the epoch (record timestamps, retention)."""
 
+    def time_ns(self) -> int:
+        """The same wall clock in nanoseconds (``time_ns() // 1_000_000 == time_ms()``),
+        for the producer's stamp on every record: the real clock's is ``time.time_ns``
+        itself, no Python call between."""
+
     def monotonic(self) -> float:
         """Seconds on a clock that never goes backwards (timeouts, lag)."""
 

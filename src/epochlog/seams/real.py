@@ -27,6 +27,8 @@ disk_log = logging.getLogger("epochlog.disk")
 
 
 class RealClock:
+    time_ns = staticmethod(time.time_ns)
+
     def time_ms(self) -> int:
         return time.time_ns() // 1_000_000
 

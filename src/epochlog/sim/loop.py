@@ -134,6 +134,9 @@ class SimClock:
     def time_ms(self) -> int:
         return self._start_ms + round(self._loop.time() * 1000)
 
+    def time_ns(self) -> int:
+        return self.time_ms() * 1_000_000
+
     def monotonic(self) -> float:
         return self._loop.time()
 
