@@ -12,7 +12,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-_I16 = struct.Struct(">h")
+from epochlog.protocol.wire_encoding import array_len, string, uvarint
+
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _TOP_V7 = struct.Struct(">ihi")
@@ -63,33 +64,13 @@ def part_size(part: Part) -> int:
     return part.size
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _string(value: str, flexible: bool) -> bytes:
-    data = value.encode()
-    if flexible:
-        return _uvarint(len(data) + 1) + data
-    return _I16.pack(len(data)) + data
-
-
-def _array_len(count: int, flexible: bool) -> bytes:
-    return _uvarint(count + 1) if flexible else _I32.pack(count)
-
-
 def _tagged_fields(p: PartitionData) -> bytes:
     tags = []
     if p.diverging_epoch is not None:
         tags.append(b"\x00\x0d" + _DIVERGING.pack(p.diverging_epoch[0], p.diverging_epoch[1], 0))
     if p.current_leader is not None:
         tags.append(b"\x01\x09" + _LEADER.pack(p.current_leader[0], p.current_leader[1], 0))
-    return _uvarint(len(tags)) + b"".join(tags)
+    return uvarint(len(tags)) + b"".join(tags)
 
 
 def _partition_head(p: PartitionData, version: int) -> bytes:
@@ -102,7 +83,7 @@ def _partition_head(p: PartitionData, version: int) -> bytes:
     if p.aborted_transactions is None:
         out += b"\x00" if flexible else _I32.pack(-1)
     else:
-        out += _array_len(len(p.aborted_transactions), flexible)
+        out += array_len(len(p.aborted_transactions), flexible)
         for producer_id, first_offset in p.aborted_transactions:
             out += _I64.pack(producer_id) + _I64.pack(first_offset)
             if flexible:
@@ -110,7 +91,7 @@ def _partition_head(p: PartitionData, version: int) -> bytes:
     if version >= 11:
         out += _I32.pack(p.preferred_read_replica)
     size = p.records_size
-    out += _uvarint(size + 1) if flexible else _I32.pack(size)
+    out += uvarint(size + 1) if flexible else _I32.pack(size)
     return bytes(out)
 
 
@@ -128,10 +109,10 @@ def encode_fetch_response(
     head = bytearray(_I32.pack(throttle_time_ms))
     if version >= 7:
         head = bytearray(_TOP_V7.pack(throttle_time_ms, error_code, session_id))
-    head += _array_len(len(topics), flexible)
+    head += array_len(len(topics), flexible)
     for topic in topics:
-        head += topic.topic_id.bytes if version >= 13 else _string(topic.name, flexible)
-        head += _array_len(len(topic.partitions), flexible)
+        head += topic.topic_id.bytes if version >= 13 else string(topic.name, flexible)
+        head += array_len(len(topic.partitions), flexible)
         for p in topic.partitions:
             head += _partition_head(p, version)
             if p.records:

@@ -1,8 +1,9 @@
 """Produce answers (v3–v9) encoded by hand. A broker answers every Produce request, and
 kafka.protocol's generic classes took about 40 us to build and 15–35 us to encode the
-answer for 24 partitions: some 7 % of the broker's work for the request. Here it is a
-few struct packs a partition. tests/protocol/test_produce_response.py checks the bytes
-against kafka.protocol's for every version."""
+answer for 24 partitions, and its error codes were walked out of it again for the
+metrics: a Produce of 24 batches of 16 KB cost the broker 910 us of CPU with them, 800
+without. Here it is a few struct packs a partition. tests/protocol/test_produce_response.py
+checks the bytes against kafka.protocol's for every version."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-_I16 = struct.Struct(">h")
+from epochlog.protocol.wire_encoding import array_len, string
+
 _I32 = struct.Struct(">i")
 _PARTITION = struct.Struct(">ihqq")  # index, error_code, base_offset, log_append_time_ms
 _I64 = struct.Struct(">q")
@@ -31,26 +33,6 @@ class PartitionAnswer:
     error_message: str | None = None
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _count(n: int, flexible: bool) -> bytes:
-    return _uvarint(n + 1) if flexible else _I32.pack(n)
-
-
-def _string(value: str | None, flexible: bool) -> bytes:
-    if value is None:
-        return b"\x00" if flexible else b"\xff\xff"
-    data = value.encode()
-    return (_uvarint(len(data) + 1) if flexible else _I16.pack(len(data))) + data
-
-
 def encode_produce_response(
     version: int,
     topics: Sequence[tuple[str, Sequence[PartitionAnswer]]],
@@ -59,21 +41,21 @@ def encode_produce_response(
     """The response body (no size prefix, no header); its throttle_time_ms is the four
     bytes before the last ``throttle_field_end(version)`` bytes."""
     flexible = version >= FIRST_FLEXIBLE
-    out = bytearray(_count(len(topics), flexible))
+    out = bytearray(array_len(len(topics), flexible))
     for name, partitions in topics:
-        out += _string(name, flexible)
-        out += _count(len(partitions), flexible)
+        out += string(name, flexible)
+        out += array_len(len(partitions), flexible)
         for p in partitions:
             out += _PARTITION.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms)
             if version >= 5:
                 out += _I64.pack(p.log_start_offset)
             if version >= 8:
-                out += _count(len(p.record_errors), flexible)
+                out += array_len(len(p.record_errors), flexible)
                 for batch_index, message in p.record_errors:
-                    out += _I32.pack(batch_index) + _string(message, flexible)
+                    out += _I32.pack(batch_index) + string(message, flexible)
                     if flexible:
                         out += b"\x00"
-                out += _string(p.error_message, flexible)
+                out += string(p.error_message, flexible)
             if flexible:
                 out += b"\x00"
         if flexible:
