@@ -39,6 +39,20 @@ async def topic_and_producer(
     return admin, producer
 
 
+def partitioner_asked(producer: AsyncProducer) -> list[tuple[int, int]]:
+    """Each time the producer's partitioner is asked from now on: (partition count, the
+    partition it chose)."""
+    asked: list[tuple[int, int]] = []
+    choose = producer._partitioner.partition
+
+    def spy(topic: str, key: bytes | None, count: int) -> int:
+        asked.append((count, chosen := choose(topic, key, count)))
+        return chosen
+
+    producer._partitioner.partition = spy  # type: ignore[method-assign]
+    return asked
+
+
 def test_a_send_after_send_many_goes_after_its_records(tmp_path: Path) -> None:
     """send_many fills the open batch and starts new ones; a small record sent next
     would still fit in the first batch, but goes after send_many's records."""
@@ -73,18 +87,11 @@ def test_sticky_null_keys_ask_the_partitioner_again_once_a_batch_is_sealed(
             admin, producer = await topic_and_producer(
                 broker, 8, **{"linger.ms": 5_000, "batch.size": 1_000}
             )
-            asked: list[int] = []
-            choose = producer._partitioner.partition
-
-            def spy(topic: str, key: bytes | None, count: int) -> int:
-                asked.append(chosen := choose(topic, key, count))
-                return chosen
-
             await (await producer.send("t", b"started"))  # no send waits to enqueue now
-            producer._partitioner.partition = spy  # type: ignore[method-assign]
+            asked = partitioner_asked(producer)
             first = [await producer.send("t", b"v" * 100) for _ in range(9)]
             # Eight fill a batch: the ninth opened a second one, in the same partition.
-            assert len(asked) == 2 and asked[0] == asked[1]
+            assert len(asked) == 2 and asked[0][1] == asked[1][1]
             await asyncio.wait_for(asyncio.gather(*first[:8]), 10)  # the full one went
             assert not first[8].done()  # the second still lingers, open
             await producer.send("t", b"v" * 100)
@@ -249,22 +256,15 @@ def test_after_a_partition_count_changes_the_next_record_is_placed_afresh(
         async with running_broker(tmp_path) as broker:
             admin, producer = await topic_and_producer(broker, 1, **{"linger.ms": 200})
             await (await producer.send("t", b"started"))
-            asked: list[int] = []
-            choose = producer._partitioner.partition
-
-            def spy(topic: str, key: bytes | None, count: int) -> int:
-                asked.append(count)
-                return choose(topic, key, count)
-
-            producer._partitioner.partition = spy  # type: ignore[method-assign]
+            asked = partitioner_asked(producer)
             sent = [await producer.send("t", b"a"), await producer.send("t", b"b")]
-            assert asked == [1]  # the second went straight to the first's batch
+            assert [count for count, _ in asked] == [1]  # the second went to the first's batch
             await admin.create_partitions("t", 3)
             while producer._cluster.cache.partition_count("t") != 3:  # the broker learns it
                 await asyncio.sleep(0.05)
                 await producer._cluster.refresh(["t"])
             sent.append(await producer.send("t", b"c"))
-            assert asked == [1, 3]
+            assert [count for count, _ in asked] == [1, 3]
             await asyncio.wait_for(asyncio.gather(*sent), 30)
             await producer.close()
             await admin.close()
