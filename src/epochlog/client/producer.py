@@ -22,6 +22,7 @@ from epochlog.client.client_metrics import ProducerCounts
 from epochlog.client.config import producer_config
 from epochlog.client.enqueue_order import EnqueueOrder
 from epochlog.client.errors import DeliveryError, TopicPartition
+from epochlog.client.last_batch import LastBatch
 from epochlog.client.metadata import Cluster, backoff_seconds
 from epochlog.client.partitioner import Partitioner
 from epochlog.client.produce_batch import (
@@ -67,39 +68,6 @@ RETRIABLE = {
 METADATA_ERRORS = RETRIABLE - {ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_ENOUGH_REPLICAS}
 
 
-class _LastBatch:
-    """The open batch ``send`` put a record in last, and what that record asked for
-    (topic, partition argument): a next record asking the same goes to the same batch
-    while it is open and has room, without the partitioner, the queues or any of the
-    checks of the full path. So it is remembered only where nothing waits to enqueue
-    first, and forgotten (``forget``) whenever the full path could choose otherwise: a
-    send queueing to wait (for the sender, for metadata: records held), a partition
-    count changed, a batch sealed (the sticky partitioner moves on), a close."""
-
-    __slots__ = ("topic", "partition", "batch", "records", "outcomes")
-
-    def __init__(self) -> None:
-        self.topic: str | None = None
-        self.partition: int | None = None
-        self.batch: _Batch | None = None
-        # The batch's records and its records' outcomes, read here with one lookup less.
-        self.records: RecordLists | None = None
-        self.outcomes: RecordOutcomes[RecordMetadata] | None = None
-
-    def remember(
-        self,
-        topic: str,
-        partition: int | None,
-        batch: _Batch,
-        outcomes: RecordOutcomes[RecordMetadata],
-    ) -> None:
-        self.topic, self.partition, self.batch = topic, partition, batch
-        self.records, self.outcomes = batch.records, outcomes  # type: ignore[assignment]
-
-    def forget(self) -> None:
-        self.topic = None
-
-
 class AsyncProducer(BulkSends, TransactionalApi):
     """Kafka's producer on asyncio. ``await send(...)`` enqueues a record and returns a
     future of its RecordMetadata; ``flush()`` waits until all are answered."""
@@ -121,7 +89,7 @@ class AsyncProducer(BulkSends, TransactionalApi):
             auto_create_topics=True,  # the broker's auto.create.topics.enable decides
         )
         self._partition_counts = self._cluster.cache.partition_counts  # (updated in place)
-        self._last = _LastBatch()
+        self._last = LastBatch()
         self._cluster.cache.on_count_change = self._last.forget
         self._partitioner = Partitioner(c["partitioner"], self._seams.random)
         self._queues: dict[TopicPartition, deque[_Batch]] = {}

@@ -1,0 +1,41 @@
+"""Where ``AsyncProducer.send``'s hot path puts the next record: the open batch the last
+one went to, while nothing could make the full path choose another."""
+
+from __future__ import annotations
+
+from epochlog.client.produce_batch import RecordMetadata, _Batch
+from epochlog.client.record_future import RecordOutcomes
+from epochlog.protocol.column_rows import RecordLists
+
+
+class LastBatch:
+    """The open batch ``send`` put a record in last, and what that record asked for
+    (topic, partition argument): a next record asking the same goes to the same batch
+    while it is open and has room, without the partitioner, the queues or any of the
+    checks of the full path. So it is remembered only where nothing waits to enqueue
+    first, and forgotten (``forget``) whenever the full path could choose otherwise: a
+    send queueing to wait (for the sender, for metadata: records held), a partition
+    count changed, a batch sealed (the sticky partitioner moves on), a close."""
+
+    __slots__ = ("topic", "partition", "batch", "records", "outcomes")
+
+    def __init__(self) -> None:
+        self.topic: str | None = None
+        self.partition: int | None = None
+        self.batch: _Batch | None = None
+        # The batch's records and its records' outcomes, read here with one lookup less.
+        self.records: RecordLists | None = None
+        self.outcomes: RecordOutcomes[RecordMetadata] | None = None
+
+    def remember(
+        self,
+        topic: str,
+        partition: int | None,
+        batch: _Batch,
+        outcomes: RecordOutcomes[RecordMetadata],
+    ) -> None:
+        self.topic, self.partition, self.batch = topic, partition, batch
+        self.records, self.outcomes = batch.records, outcomes  # type: ignore[assignment]
+
+    def forget(self) -> None:
+        self.topic = None
