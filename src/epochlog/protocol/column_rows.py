@@ -92,8 +92,9 @@ class ColumnRows(Sequence[tuple[bytes | None, bytes | None, tuple[()], int]]):
 class RecordLists(Sequence[tuple[bytes | None, bytes | None, Any, int]]):
     """Records as four lists (keys, values, headers, timestamps) instead of a tuple
     each: what an open producer batch keeps, so that a record is added by four list
-    appends (no object a record, no call: ``AsyncProducer._add`` appends to the lists
-    itself) and ``build_batch`` hands the columns to the compiled encoder as they are.
+    appends (no object a record; ``AsyncProducer.send``'s hot path appends to the lists
+    itself, no call) and ``build_batch`` hands the columns to the compiled encoder as
+    they are.
     Indexed, a record reads as its ``(key, value, headers, timestamp)`` tuple; timestamps
     are always given (the producer stamps them), headers are ``()`` when there are none."""
 

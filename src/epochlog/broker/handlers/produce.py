@@ -139,5 +139,5 @@ async def handle(
     if acks == 0:
         return None
     body = encode_produce_response(version, responses)
-    codes = [p.error_code for _, parts in responses for p in parts]
-    return RawResponse([body], codes, (0, len(body) - 4 - throttle_field_end(version)))
+    answered = [p.error_code for _, parts in responses for p in parts]  # for the metrics
+    return RawResponse([body], answered, (0, len(body) - 4 - throttle_field_end(version)))
