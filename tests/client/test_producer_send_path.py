@@ -20,8 +20,10 @@ from epochlog.client import AsyncProducer
 from epochlog.client.admin import AsyncAdmin
 from epochlog.client.enqueue_order import EnqueueOrder
 from epochlog.client.errors import DeliveryError, TopicPartition
+from epochlog.client.last_batch import LastBatch
 from epochlog.client.metadata import MetadataCache, MetadataSnapshot, TopicMetadata
 from epochlog.client.produce_batch import _Batch
+from epochlog.client.record_future import RecordOutcomes
 from epochlog.protocol.errors import ErrorCode
 
 
@@ -270,3 +272,14 @@ def test_after_a_partition_count_changes_the_next_record_is_placed_afresh(
             await admin.close()
 
     run(scenario)
+
+
+def test_a_forgotten_batch_is_let_go() -> None:
+    """Forgetting happens at every seal: the sent batch must not stay alive for it."""
+    last, loop = LastBatch(), asyncio.new_event_loop()
+    try:
+        last.remember("t", 0, _Batch(TopicPartition("t", 0), 0.0), RecordOutcomes(loop))
+        last.forget()
+    finally:
+        loop.close()
+    assert (last.topic, last.batch, last.records, last.outcomes) == (None, None, None, None)

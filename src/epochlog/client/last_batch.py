@@ -38,4 +38,5 @@ class LastBatch:
         self.records, self.outcomes = batch.records, outcomes  # type: ignore[assignment]
 
     def forget(self) -> None:
-        self.topic = None
+        """Also let go of the batch: once sent, it must not stay alive for this."""
+        self.topic, self.batch, self.records, self.outcomes = None, None, None, None

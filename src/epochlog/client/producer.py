@@ -219,7 +219,7 @@ class AsyncProducer(BulkSends, TransactionalApi):
         (the sender started, the metadata known, nobody queued ahead); else None."""
         if self._sender is None or self._enqueue_order.busy or topic in self._awaiting:
             return None
-        return self._cluster.cache.partition_count(topic)
+        return self._partition_counts.get(topic)
 
     def append_now(
         self,
