@@ -16,7 +16,8 @@ from inprocess_broker import run, running_broker
 
 from epochlog.client import AsyncConsumer, AsyncProducer, DeliveryError, TopicPartition
 from epochlog.client.admin import AsyncAdmin
-from epochlog.client.produce_batch import SendManyResult, _Batch, fill_batches
+from epochlog.client.batch_fill import fill_batches
+from epochlog.client.produce_batch import SendManyResult, _Batch
 from epochlog.client.producer import RecordTooLargeError
 from epochlog.protocol.errors import ErrorCode
 

@@ -23,7 +23,6 @@ from epochlog.client.errors import DeliveryError, TopicPartition
 from epochlog.client.last_batch import LastBatch
 from epochlog.client.metadata import MetadataCache, MetadataSnapshot, TopicMetadata
 from epochlog.client.produce_batch import _Batch
-from epochlog.client.record_future import RecordOutcomes
 from epochlog.protocol.errors import ErrorCode
 
 
@@ -276,10 +275,7 @@ def test_after_a_partition_count_changes_the_next_record_is_placed_afresh(
 
 def test_a_forgotten_batch_is_let_go() -> None:
     """Forgetting happens at every seal: the sent batch must not stay alive for it."""
-    last, loop = LastBatch(), asyncio.new_event_loop()
-    try:
-        last.remember("t", 0, _Batch(TopicPartition("t", 0), 0.0), RecordOutcomes(loop))
-        last.forget()
-    finally:
-        loop.close()
-    assert (last.topic, last.batch, last.records, last.outcomes) == (None, None, None, None)
+    last = LastBatch()
+    last.remember("t", 0, _Batch(TopicPartition("t", 0), 0.0))
+    last.forget()
+    assert (last.topic, last.batch, last.records) == (None, None, None)

@@ -434,6 +434,12 @@ def running_cluster(
     cluster = Cluster(base, metastore, size, {k: str(v) for k, v in settings.items()}, log_dirs)
     try:
         yield cluster.start()
+    except BaseException as exc:
+        # The brokers are gone by the time pytest reports (conftest's hook sees only
+        # LIVE_BROKERS): their logs go with the failure.
+        for broker in cluster.brokers:
+            exc.add_note(broker.tail(80))
+        raise
     finally:
         cluster.close()
 

@@ -3,40 +3,33 @@ one went to, while nothing could make the full path choose another."""
 
 from __future__ import annotations
 
-from epochlog.client.produce_batch import RecordMetadata, _Batch
-from epochlog.client.record_future import RecordOutcomes
+from epochlog.client.produce_batch import _Batch
 from epochlog.protocol.column_rows import RecordLists
 
 
 class LastBatch:
     """The open batch ``send`` put a record in last, and what that record asked for
     (topic, partition argument): a next record asking the same goes to the same batch
-    while it is open and has room, without the partitioner, the queues or any of the
-    checks of the full path. So it is remembered only where nothing waits to enqueue
-    first, and forgotten (``forget``) whenever the full path could choose otherwise: a
-    send queueing to wait (for the sender, for metadata: records held), a partition
-    count changed, a batch sealed (the sticky partitioner moves on), a close."""
+    while it is open, has room and send() answers its last record, without the
+    partitioner, the queues or any of the checks of the full path. So it is remembered
+    only where nothing waits to enqueue first, and forgotten (``forget``) whenever the
+    full path could choose otherwise: a send queueing to wait (for the sender, for
+    metadata: records held), a partition count changed, a batch sealed (the sticky
+    partitioner moves on), a close."""
 
-    __slots__ = ("topic", "partition", "batch", "records", "outcomes")
+    __slots__ = ("topic", "partition", "batch", "records")
 
     def __init__(self) -> None:
         self.topic: str | None = None
         self.partition: int | None = None
         self.batch: _Batch | None = None
-        # The batch's records and its records' outcomes, read here with one lookup less.
+        # The batch's records, read here with one lookup less.
         self.records: RecordLists | None = None
-        self.outcomes: RecordOutcomes[RecordMetadata] | None = None
 
-    def remember(
-        self,
-        topic: str,
-        partition: int | None,
-        batch: _Batch,
-        outcomes: RecordOutcomes[RecordMetadata],
-    ) -> None:
-        self.topic, self.partition, self.batch = topic, partition, batch
-        self.records, self.outcomes = batch.records, outcomes  # type: ignore[assignment]
+    def remember(self, topic: str, partition: int | None, batch: _Batch) -> None:
+        self.topic, self.partition = topic, partition
+        self.batch, self.records = batch, batch.records  # type: ignore[assignment]
 
     def forget(self) -> None:
         """Also let go of the batch: once sent, it must not stay alive for this."""
-        self.topic, self.batch, self.records, self.outcomes = None, None, None, None
+        self.topic, self.batch, self.records = None, None, None

@@ -37,7 +37,7 @@ from epochlog.client.produce_batch import (
 )
 from epochlog.client.producer_bulk import BulkSends, Headers
 from epochlog.client.producer_id import FIRST_PRODUCER_ID, ProducerIds
-from epochlog.client.record_future import HeldRecord, RecordFuture, RecordOutcomes
+from epochlog.client.record_future import HeldRecord, RecordFuture
 from epochlog.client.security import client_network
 from epochlog.client.transactions import TransactionalApi, TransactionManager
 from epochlog.protocol.column_rows import NO_HEADERS, RecordLists
@@ -168,7 +168,9 @@ class AsyncProducer(BulkSends, TransactionalApi):
             size = batch.size + RECORD_OVERHEAD + (len(value) if value else 0)
             if key:
                 size += len(key)
-            if batch.open and size <= self._batch_room:
+            # (Outcomes None: something else answers the batch's last record.)
+            outcomes = batch.outcomes
+            if batch.open and outcomes is not None and size <= self._batch_room:
                 records: RecordLists = last.records  # type: ignore[assignment]
                 values = records.values  # RecordLists.append, inline: no call a record
                 values.append(value)
@@ -178,7 +180,7 @@ class AsyncProducer(BulkSends, TransactionalApi):
                 batch.size = size
                 if size >= self._batch_size:
                     self._wake.set()
-                return RecordFuture(last.outcomes, len(values) - 1)  # type: ignore[arg-type]
+                return RecordFuture(outcomes, len(values) - 1)
         # partitions_now, inline: this is the path of every record sent one by one.
         if (
             self._sender is not None
@@ -298,16 +300,14 @@ class AsyncProducer(BulkSends, TransactionalApi):
         if waiter is not None:
             batch.wait(index, waiter)
             return None
-        outcomes = batch.outcomes
-        if outcomes is None:
-            outcomes = batch.outcomes = RecordOutcomes(self._loop)
+        outcomes = batch.send_outcomes(index, self._loop)
         if (
             headers is None
             and given_timestamp is None
             and (asked is not None or (key is None and self._partitioner.null_keys_stay))
             and not self._enqueue_order.busy  # (not from the slow path: others may queue)
         ):
-            self._last.remember(topic, asked, batch, outcomes)
+            self._last.remember(topic, asked, batch)
         return RecordFuture(outcomes, index)
 
     async def send_and_wait(self, topic: str, value: bytes | None = None, **kw: Any) -> Any:
@@ -342,6 +342,7 @@ class AsyncProducer(BulkSends, TransactionalApi):
         for queue in self._queues.values():
             for batch in queue:
                 batch.fail(DeliveryError(batch.tp, "producer closed"))
+        await self._clock.sleep(0)  # their callbacks, from the loop, before close returns
         await self._cluster.close()
 
     # -- the sender ------------------------------------------------------------------

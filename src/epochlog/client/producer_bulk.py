@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from epochlog.client.awaiting_metadata import RecordsAwaitingMetadata
+from epochlog.client.batch_fill import fill_batches, fill_column_batches
 from epochlog.client.enqueue_order import EnqueueOrder
 from epochlog.client.errors import TopicPartition
 from epochlog.client.metadata import Cluster
@@ -24,8 +25,6 @@ from epochlog.client.produce_batch import (
     check_send_columns,
     check_send_many,
     check_sizes,
-    fill_batches,
-    fill_column_batches,
 )
 from epochlog.client.transactions import TransactionManager
 from epochlog.protocol.column_rows import BinaryColumn

@@ -510,6 +510,7 @@ class TransactionalApi:
         """Fail every batch not sent yet (an aborted transaction's records)."""
         for tp, queue in self._queues.items():
             keep = 1 if tp in self._in_flight and queue else 0
-            while len(queue) > keep:
-                queue.pop().fail(DeliveryError(tp, reason))
+            doomed = [queue.pop() for _ in range(len(queue) - keep)]
+            for batch in reversed(doomed):  # answered in the order of their records
+                batch.fail(DeliveryError(tp, reason))
         self._wake.set()
