@@ -392,3 +392,26 @@ def test_describe_configs_reports_every_setting_with_its_source_type_and_documen
             await conn.close()
 
     run(scenario)
+
+
+def test_transactional_records_without_a_transactional_id_are_refused(tmp_path: Path) -> None:
+    """Kafka's answer: they have no transactional id to be authorized against. The
+    flag is read from the batch's attributes alone, so it is checked both ways."""
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path) as broker:
+            conn = await connect(broker)
+            await create_topic_via_metadata(conn, "t")
+            init = await conn.send(
+                InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000), 4
+            )
+            pid, epoch = init.producer_id, init.producer_epoch
+            ids = {"producer_id": pid, "producer_epoch": epoch, "base_sequence": 0}
+            refused = await produce(conn, "t", batch([b"a"], is_transactional=True, **ids))
+            taken = await produce(conn, "t", batch([b"a"], **ids))
+            assert refused.error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            assert (taken.error_code, taken.base_offset) == (0, 0)
+            assert broker.replica_manager.partition("t", 0).log.log_end_offset == 1
+            await conn.close()
+
+    run(scenario)

@@ -119,6 +119,15 @@ def read_header(buf: Buffer, pos: int = 0) -> BatchHeader:
     return header
 
 
+def first_is_transactional(buf: Buffer) -> bool:
+    """Whether the first batch says it is transactional, from its attributes' low byte
+    alone: asked of every partition of a Produce before the append parses the header
+    (a batch that is no batch is refused there)."""
+    if len(buf) < HEADER_SIZE or buf[MAGIC] != 2:
+        return False
+    return bool(buf[ATTRIBUTES + 1] & TRANSACTIONAL_BIT)
+
+
 def crc_matches(buf: Buffer, pos: int, header: BatchHeader) -> bool:
     end = pos + header.size
     return crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES : end]) == header.crc

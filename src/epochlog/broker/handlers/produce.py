@@ -8,7 +8,7 @@ from typing import Any
 from epochlog.broker.handlers.context import HandlerContext
 from epochlog.broker.responses import RawResponse, error_code
 from epochlog.protocol.apis import ApiKey, RequestFrame, api
-from epochlog.protocol.batch import read_header
+from epochlog.protocol.batch import first_is_transactional
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.protocol.produce_response import (
     PartitionAnswer,
@@ -81,13 +81,6 @@ def _writable(records: bytes | memoryview) -> bytearray | memoryview:
     return bytearray(records)
 
 
-def _is_transactional(records: bytes | memoryview | None) -> bool:
-    try:
-        return bool(records) and read_header(records).is_transactional
-    except KafkaError:
-        return False  # the log refuses the batch with its own error
-
-
 async def handle(
     broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
 ) -> Any:
@@ -112,7 +105,7 @@ async def handle(
                 parts.append(_partition_response(p.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
             elif acks not in (0, 1, ACKS_ALL):
                 parts.append(_partition_response(p.index, ErrorCode.INVALID_REQUIRED_ACKS))
-            elif request.transactional_id is None and _is_transactional(p.records):
+            elif request.transactional_id is None and first_is_transactional(p.records or b""):
                 # Kafka's answer: transactional records need a transactional id to be
                 # authorized against.
                 parts.append(
