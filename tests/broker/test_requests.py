@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from inprocess_broker import (
     batch,
@@ -264,15 +265,20 @@ def test_create_topics_v5_answers_with_every_setting_and_its_source(tmp_path: Pa
     run(scenario)
 
 
+async def topic_and_producer_id(conn: Any) -> tuple[int, int]:
+    """Topic "t" created, and an idempotent producer's id and epoch."""
+    await create_topic_via_metadata(conn, "t")
+    init = await conn.send(
+        InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000), 4
+    )
+    return init.producer_id, init.producer_epoch
+
+
 def test_idempotent_retry_is_acknowledged_once_and_stored_once(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with running_broker(tmp_path) as broker:
             conn = await connect(broker)
-            await create_topic_via_metadata(conn, "t")
-            init = await conn.send(
-                InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000), 4
-            )
-            pid, epoch = init.producer_id, init.producer_epoch
+            pid, epoch = await topic_and_producer_id(conn)
             first = batch([b"a", b"b"], producer_id=pid, producer_epoch=epoch, base_sequence=0)
             a = await produce(conn, "t", first)
             retry = await produce(conn, "t", first)
@@ -401,11 +407,7 @@ def test_transactional_records_without_a_transactional_id_are_refused(tmp_path: 
     async def scenario() -> None:
         async with running_broker(tmp_path) as broker:
             conn = await connect(broker)
-            await create_topic_via_metadata(conn, "t")
-            init = await conn.send(
-                InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000), 4
-            )
-            pid, epoch = init.producer_id, init.producer_epoch
+            pid, epoch = await topic_and_producer_id(conn)
             ids = {"producer_id": pid, "producer_epoch": epoch, "base_sequence": 0}
             refused = await produce(conn, "t", batch([b"a"], is_transactional=True, **ids))
             taken = await produce(conn, "t", batch([b"a"], **ids))
