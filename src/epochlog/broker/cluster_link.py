@@ -22,6 +22,7 @@ from epochlog.metadata.layout import IsrChangeRequest, ReassignRequest, TopicNod
 from epochlog.metadata.model import BrokerEndpoint, PartitionState, TopicMetadata
 from epochlog.metastore import (
     BadVersionError,
+    ConnectionLossError,
     Create,
     Metastore,
     MetastoreError,
@@ -36,6 +37,7 @@ log = logging.getLogger("epochlog.cluster")
 
 PRODUCER_ID_BLOCK_SIZE = 1000
 ISR_CHANGE_TIMEOUT_S = 30.0
+REGISTER_RETRY_S = 1.0
 UNINITIALIZED = PartitionState(leader=-1, leader_epoch=-1, replicas=[], isr=[])
 
 
@@ -151,8 +153,16 @@ class ClusterLink:
                 await self.clock.sleep(0.5)
 
     async def _on_session_expired(self) -> None:
+        """Register again in the new session, however long the metastore stays out of
+        reach: a broker left unregistered would lead nothing until it restarts."""
         log.warning("metastore session expired: registering broker %d again", self.broker_id)
-        await self._register(self.store.session_timeout_ms / 1000)
+        while True:
+            try:
+                await self._register(self.store.session_timeout_ms / 1000)
+                return
+            except ConnectionLossError as exc:
+                log.warning("registering broker %d again failed, retrying: %s", self.broker_id, exc)
+                await self.clock.sleep(REGISTER_RETRY_S)
 
     async def _refresh_taken_in(self, _event: object = None) -> None:
         """Has the controller taken this incarnation in? When that changes, the stored

@@ -205,6 +205,12 @@ class Controller:
                 log.warning("controller pass failed, retrying: %s", exc)
                 await self.clock.sleep(0.2)
                 self._wake.set()
+            except Exception:
+                # A bug met in one pass must not end the controller for good: nothing
+                # would elect a leader or take an ISR change until a restart.
+                log.exception("controller pass failed, retrying")
+                await self.clock.sleep(1.0)
+                self._wake.set()
 
     async def _fenced_write(self, ops: list) -> bool:
         """Apply ops only while this controller's epoch is current; False on a lost race."""
