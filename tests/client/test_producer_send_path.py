@@ -16,7 +16,7 @@ from typing import Any
 
 from inprocess_broker import run, running_broker
 
-from epochlog.client import AsyncProducer
+from epochlog.client import AsyncConsumer, AsyncProducer
 from epochlog.client.admin import AsyncAdmin
 from epochlog.client.enqueue_order import EnqueueOrder
 from epochlog.client.errors import DeliveryError, TopicPartition
@@ -275,7 +275,34 @@ def test_after_a_partition_count_changes_the_next_record_is_placed_afresh(
 
 def test_a_forgotten_batch_is_let_go() -> None:
     """Forgetting happens at every seal: the sent batch must not stay alive for it."""
-    last = LastBatch()
+    last = LastBatch(16384)
     last.remember("t", 0, _Batch(TopicPartition("t", 0), 0.0))
     last.forget()
     assert (last.topic, last.batch, last.records) == (None, None, None)
+
+
+def test_keys_on_the_hot_path_are_stored_as_sent_between_null_ones(tmp_path: Path) -> None:
+    """The open batch keeps keys only up to the last record that has one: null keys
+    before and after a key (and an empty key, which is not null) read back as sent."""
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path) as broker:
+            admin, producer = await topic_and_producer(broker, 1, **{"linger.ms": 50})
+            keys = [None, None, b"k", None, b"", None, b"last"]
+            sent = [await producer.send("t", b"v", key=k, partition=0) for k in keys]
+            await asyncio.wait_for(asyncio.gather(*sent), 30)
+            assert len({(await f).offset - i for i, f in enumerate(sent)}) == 1  # one batch
+            consumer = AsyncConsumer(
+                {"bootstrap.servers": bootstrap(broker), "auto.offset.reset": "earliest"},
+                broker.seams,
+            )
+            consumer.assign([("t", 0)])
+            got: list[Any] = []
+            while len(got) < len(keys):
+                got.extend(await consumer.poll(200))
+            assert [r.key for r in got] == keys
+            await consumer.close()
+            await producer.close()
+            await admin.close()
+
+    run(scenario)

@@ -2,7 +2,7 @@
 (await, gather, wait, wait_for, shield, Tasks), callbacks run once each in record order
 and see a future equal to the one send returned, cancelling stops only the waiting, and
 a pending record keeps no object of its own alive for the cyclic collector to walk,
-and a loop of sends lets full batches go."""
+and a loop of sends lets the loop run as its batches grow."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from inprocess_broker import run, running_broker
 
 from epochlog.client import AsyncProducer
 from epochlog.client.admin import AsyncAdmin
-from epochlog.client.produce_batch import _Batch
+from epochlog.client.last_batch import TURN_BYTES
+from epochlog.client.produce_batch import RECORD_OVERHEAD, _Batch
 from epochlog.client.record_future import HeldRecord, RecordFuture, RecordOutcomes
 
 
@@ -307,6 +308,38 @@ def test_a_send_loop_that_never_awaits_anything_else_lets_full_batches_go(
             assert any(f.done() for f in futures)
             assert await producer.flush(30)
             assert [f.result().offset for f in futures] == list(range(1, 3_001))
+            await producer.close()
+            await admin.close()
+
+    run(scenario)
+
+
+def test_a_send_loop_lets_the_loop_run_as_its_batch_grows(tmp_path: Path) -> None:
+    """Between full batches too: once each ``TURN_BYTES`` a batch grows, so the sender,
+    the answers and the socket are served while a loop of sends runs, not only at its
+    end (a partition has one batch in flight: a batch waiting for the loop waits for
+    all those behind it)."""
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path) as broker:
+            admin, producer = await one_partition_producer(broker, batch_size=16 * 1024 * 1024)
+            turns = [0]
+
+            async def count_turns() -> None:
+                while True:
+                    turns[0] += 1
+                    await asyncio.sleep(0)
+
+            counter = asyncio.create_task(count_turns())
+            await asyncio.sleep(0)
+            turns[0] = 0
+            value = b"v" * 1_000
+            for _ in range(2_000):  # about 2 MB, all in one open batch
+                await producer.send("t", value, partition=0)
+            expected = 2_000 * (len(value) + RECORD_OVERHEAD) // TURN_BYTES
+            assert expected - 1 <= turns[0] <= expected + 1
+            counter.cancel()
+            assert await producer.flush(30)
             await producer.close()
             await admin.close()
 

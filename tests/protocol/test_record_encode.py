@@ -109,8 +109,11 @@ def test_record_lists_build_as_the_same_records_held_as_tuples(seed: int) -> Non
     if seed == 3:  # headers send the batch to the Python encoder
         lists.append(None, b"h", (("h", b"x"),), 5)
         as_tuples.append((None, b"h", (("h", b"x"),), 5))
+        lists.append(None, b"after", (), 6)
+        as_tuples.append((None, b"after", (), 6))
     assert list(lists) == as_tuples and len(lists) == len(as_tuples)
     assert [lists[i] for i in range(len(lists))] == as_tuples
+    assert lists[-1] == as_tuples[-1]
     assert (records_module._compiled_section(lists) is None) == (seed == 3)
     assert lists.keyed == any(k is not None for k, _, _, _ in as_tuples)
     built = build_batch(lists, producer_id=3, base_sequence=5)
@@ -118,3 +121,22 @@ def test_record_lists_build_as_the_same_records_held_as_tuples(seed: int) -> Non
     # ... and the Python encoder writes the same bytes as the compiled one.
     python_section, _, _ = records_module._records_section(as_tuples, None)
     assert built[HEADER_SIZE:] == python_section
+
+
+def test_record_lists_hold_keys_and_headers_only_up_to_the_last_record_that_has_them() -> None:
+    """What send()'s hot path leans on: a record with a null key and no headers appends
+    only its value and stamp; it reads back null and header-less, stamped in ms."""
+    lists = RecordLists()
+    lists.append(None, b"a", (), 1_000)
+    lists.append(b"k", b"b", (), 1_001)
+    lists.append(None, b"c", (("h", b"x"),), 1_002)
+    lists.values.append(b"d")  # as the hot path does
+    lists.stamps_ns.append(1_003_999_999)
+    assert (lists.keys, lists.headers) == ([None, b"k"], [(), (), (("h", b"x"),)])
+    assert list(lists) == [
+        (None, b"a", (), 1_000),
+        (b"k", b"b", (), 1_001),
+        (None, b"c", (("h", b"x"),), 1_002),
+        (None, b"d", (), 1_003),
+    ]
+    assert lists.all_keys() == [None, b"k", None, None] and lists.timestamp(3) == 1_003

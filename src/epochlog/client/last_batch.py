@@ -6,6 +6,12 @@ from __future__ import annotations
 from epochlog.client.produce_batch import _Batch
 from epochlog.protocol.column_rows import RecordLists
 
+# A loop of send()s that awaits nothing else lets the loop run each time its batch grows
+# by this much (and when it is full): the sender, the answers and the socket are served
+# while it runs, so batches go and are answered as they fill, not all at its end (a
+# partition has one batch in flight at a time).
+TURN_BYTES = 64 * 1024
+
 
 class LastBatch:
     """The open batch ``send`` put a record in last, and what that record asked for
@@ -17,18 +23,29 @@ class LastBatch:
     metadata: records held), a partition count changed, a batch sealed (the sticky
     partitioner moves on), a close."""
 
-    __slots__ = ("topic", "partition", "batch", "records")
+    __slots__ = ("topic", "partition", "batch", "records", "turn_at", "_batch_size")
 
-    def __init__(self) -> None:
+    def __init__(self, batch_size: int) -> None:
         self.topic: str | None = None
         self.partition: int | None = None
         self.batch: _Batch | None = None
         # The batch's records, read here with one lookup less.
         self.records: RecordLists | None = None
+        # The batch's size at which send() next lets the loop run (``turned``).
+        self.turn_at = 0
+        self._batch_size = batch_size
 
     def remember(self, topic: str, partition: int | None, batch: _Batch) -> None:
         self.topic, self.partition = topic, partition
         self.batch, self.records = batch, batch.records  # type: ignore[assignment]
+        self.turn_at = min(batch.size + TURN_BYTES, self._batch_size)
+
+    def turned(self) -> bool:
+        """The loop is let run at ``turn_at``; the next turn is set. True if the batch
+        is full (its sender is to be woken)."""
+        size = self.batch.size  # type: ignore[union-attr]
+        self.turn_at = min(size + TURN_BYTES, self._batch_size)
+        return size >= self._batch_size
 
     def forget(self) -> None:
         """Also let go of the batch: once sent, it must not stay alive for this."""

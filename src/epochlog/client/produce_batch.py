@@ -17,7 +17,7 @@ import numpy as np
 
 from epochlog.client.errors import DeliveryError, TopicPartition
 from epochlog.client.record_future import HeldRecord, RecordOutcomes
-from epochlog.protocol.column_rows import BinaryColumn, ColumnRows, RecordLists
+from epochlog.protocol.column_rows import NS_PER_MS, BinaryColumn, ColumnRows, RecordLists
 from epochlog.protocol.errors import ErrorCode
 
 log = logging.getLogger("epochlog.client.producer")
@@ -202,18 +202,13 @@ class _Batch:
             _metadata, self.tp.topic, self.tp.partition, self.base_offset, self._stamps()
         )
 
-    def timestamps(self) -> list[int]:
-        """Each record's timestamp as stored, for a loop over many: one list, not a call
-        a record."""
-        stamps = self._stamps()
-        return [stamps] * len(self.records) if type(stamps) is int else stamps  # type: ignore[return-value]
-
     def _stamps(self) -> int | list[int]:
-        """The broker's append time, else each record's own (one for a column batch)."""
+        """The timestamp stored: the broker's append time or a column batch's one (in
+        milliseconds), else each record's own (``RecordLists.stamps_ns``, nanoseconds)."""
         if self.append_time >= 0:
             return self.append_time
         records = self.records
-        return records.timestamps if type(records) is RecordLists else records.timestamp  # type: ignore[union-attr]
+        return records.stamps_ns if type(records) is RecordLists else records.timestamp  # type: ignore[union-attr]
 
     def fail(self, error: BaseException) -> None:
         self.error = error
@@ -310,7 +305,7 @@ class SendManyResult(Sequence[RecordMetadata]):
                 _call(callbacks[i], error, None)
             return
         # batch.metadata's tuples made here: no method call a record.
-        tp, base, stamps = batch.tp, batch.base_offset, batch.timestamps()
+        tp, base, stamps = batch.tp, batch.base_offset, batch._stamps()
         topic, partition, make = tp.topic, tp.partition, tuple.__new__
         for i in positions:
             callback = callbacks[i]
@@ -318,10 +313,9 @@ class SendManyResult(Sequence[RecordMetadata]):
                 continue
             index = indexes[i]
             offset = base + index if base >= 0 else -1
+            stamp = stamps if type(stamps) is int else stamps[index] // NS_PER_MS  # type: ignore[index]
             try:
-                callback(
-                    None, make(RecordMetadata, (topic, partition, offset, stamps[index], None))
-                )
+                callback(None, make(RecordMetadata, (topic, partition, offset, stamp, None)))
             except Exception:
                 log.exception("on_delivery callback failed")
 
@@ -349,7 +343,7 @@ def _metadata(
     """Where a batch's record ``index`` was stored (``stamps``: see ``_Batch._stamps``);
     made with ``tuple.__new__``, without RecordMetadata's Python-level ``__new__``."""
     offset = base_offset + index if base_offset >= 0 else -1
-    stamp = stamps if type(stamps) is int else stamps[index]  # type: ignore[index]
+    stamp = stamps if type(stamps) is int else stamps[index] // NS_PER_MS  # type: ignore[index]
     return tuple.__new__(RecordMetadata, (topic, partition, offset, stamp, None))
 
 

@@ -40,7 +40,7 @@ from epochlog.client.producer_id import FIRST_PRODUCER_ID, ProducerIds
 from epochlog.client.record_future import HeldRecord, RecordFuture
 from epochlog.client.security import client_network
 from epochlog.client.transactions import TransactionalApi, TransactionManager
-from epochlog.protocol.column_rows import NO_HEADERS, RecordLists
+from epochlog.protocol.column_rows import RecordLists
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.records import build_batch
 from epochlog.seams import Seams
@@ -76,7 +76,7 @@ class AsyncProducer(BulkSends, TransactionalApi):
         self.config = producer_config(config)
         self._seams = seams
         self._clock = self._seams.clock
-        self._time_ns = self._clock.time_ns  # bound once: a record's timestamp, // 10**6
+        self._time_ns = self._clock.time_ns  # bound once: a record's stamp (RecordLists.stamps_ns)
         c = self.config
         self._cluster = Cluster(
             client_network(c, seams),
@@ -89,7 +89,7 @@ class AsyncProducer(BulkSends, TransactionalApi):
             auto_create_topics=True,  # the broker's auto.create.topics.enable decides
         )
         self._partition_counts = self._cluster.cache.partition_counts  # (updated in place)
-        self._last = LastBatch()
+        self._last = LastBatch(c["batch.size"])
         self._cluster.cache.on_count_change = self._last.forget
         self._partitioner = Partitioner(c["partitioner"], self._seams.random)
         self._queues: dict[TopicPartition, deque[_Batch]] = {}
@@ -150,8 +150,9 @@ class AsyncProducer(BulkSends, TransactionalApi):
     ) -> RecordFuture[RecordMetadata]:
         """Enqueue one record; the returned future (an asyncio future to asyncio, see
         record_future) completes when it is acknowledged. Records are enqueued in the
-        order of the calls. A record that finds its batch full yields to the loop after
-        it is enqueued: a loop of sends that awaits nothing else lets full batches go."""
+        order of the calls. A send yields to the loop once its batch has grown by
+        ``TURN_BYTES`` or is full, and when its record finds the batch full: a loop of
+        sends that awaits nothing else lets batches go and be answered as they fill."""
         if headers is not None:
             headers = tuple(headers)  # read once, here: an iterator would be used up
         if self._txn is not None:
@@ -174,12 +175,16 @@ class AsyncProducer(BulkSends, TransactionalApi):
                 records: RecordLists = last.records  # type: ignore[assignment]
                 values = records.values  # RecordLists.append, inline: no call a record
                 values.append(value)
-                records.keys.append(key)
-                records.headers.append(NO_HEADERS)
-                records.timestamps.append(self._time_ns() // 1_000_000)
+                records.stamps_ns.append(self._time_ns())
+                if key is not None:
+                    records.set_key(key)
                 batch.size = size
-                if size >= self._batch_size:
-                    self._wake.set()
+                if size >= last.turn_at:
+                    future = RecordFuture(outcomes, len(values) - 1)
+                    if last.turned():
+                        self._wake.set()
+                    await self._clock.sleep(0)
+                    return future
                 return RecordFuture(outcomes, len(values) - 1)
         # partitions_now, inline: this is the path of every record sent one by one.
         if (

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import chain, repeat
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import numpy as np
 
 NO_HEADERS: tuple[()] = ()
+NS_PER_MS = 1_000_000
 
 
 @dataclass(frozen=True, eq=False)
@@ -90,55 +91,93 @@ class ColumnRows(Sequence[tuple[bytes | None, bytes | None, tuple[()], int]]):
 
 
 class RecordLists(Sequence[tuple[bytes | None, bytes | None, Any, int]]):
-    """Records as four lists (keys, values, headers, timestamps) instead of a tuple
-    each: what an open producer batch keeps, so that a record is added by four list
-    appends (no object a record; ``AsyncProducer.send``'s hot path appends to the lists
-    itself, no call) and ``build_batch`` hands the columns to the compiled encoder as
-    they are.
-    Indexed, a record reads as its ``(key, value, headers, timestamp)`` tuple; timestamps
-    are always given (the producer stamps them), headers are ``()`` when there are none."""
+    """Records as lists, not a tuple each: what an open producer batch keeps, so that a
+    record is added by a few list appends (no object a record; ``AsyncProducer.send``'s
+    hot path appends to the lists itself, no call) and ``build_batch`` hands the columns
+    to the compiled encoder as they are.
+    Kept as short as the hot path can make them: ``keys`` runs only up to the last
+    record that has a key and ``headers`` up to the last that has headers (the records
+    after are null-keyed, header-less: nothing appended for them), and ``stamps_ns`` are
+    the timestamps as the clock gives them, in nanoseconds (made milliseconds when read:
+    no division a record). Indexed, a record reads as its ``(key, value, headers,
+    timestamp)`` tuple, timestamp in milliseconds, headers ``()`` when there are none."""
 
-    __slots__ = ("keys", "values", "headers", "timestamps")
+    __slots__ = ("keys", "values", "headers", "stamps_ns")
 
     def __init__(self) -> None:
         self.keys: list[bytes | None] = []
         self.values: list[bytes | None] = []
         self.headers: list[Any] = []
-        self.timestamps: list[int] = []
+        self.stamps_ns: list[int] = []
 
     @property
     def keyed(self) -> bool:
-        """Some key is not null (asked once a batch, at C speed)."""
-        return self.keys.count(None) != len(self.keys)
+        """Some key is not null."""
+        return bool(self.keys)
 
     @property
     def headed(self) -> bool:
         """Some record has headers."""
-        return self.headers.count(NO_HEADERS) != len(self.headers)
+        return bool(self.headers)
 
     def append(self, key: bytes | None, value: bytes | None, headers: Any, timestamp: int) -> None:
-        self.keys.append(key)
         self.values.append(value)
-        self.headers.append(headers)
-        self.timestamps.append(timestamp)
+        self.stamps_ns.append(timestamp * NS_PER_MS)
+        if key is not None:
+            self.set_key(key)
+        if headers:
+            self.set_headers(headers)
+
+    def set_key(self, key: bytes) -> None:
+        """The last record's key (one with none is null)."""
+        keys = self.keys
+        keys.extend(repeat(None, len(self.values) - 1 - len(keys)))
+        keys.append(key)
+
+    def set_headers(self, headers: Any) -> None:
+        """The last record's headers."""
+        held = self.headers
+        held.extend(repeat(NO_HEADERS, len(self.values) - 1 - len(held)))
+        held.append(headers)
 
     def extend(self, keys: Sequence[bytes] | None, values: Sequence[bytes], timestamp: int) -> None:
         """Records of ``values`` and ``keys`` (None: all null), without headers, all
         stamped ``timestamp``."""
         n = len(values)
-        self.values.extend(values)
-        if keys is None:
-            self.keys.extend(repeat(None, n))
-        else:
+        if keys is not None:
+            self.keys.extend(repeat(None, len(self.values) - len(self.keys)))
             self.keys.extend(keys)
-        self.headers.extend(repeat(NO_HEADERS, n))
-        self.timestamps.extend(repeat(timestamp, n))
+        self.values.extend(values)
+        self.stamps_ns.extend(repeat(timestamp * NS_PER_MS, n))
+
+    def all_keys(self) -> list[bytes | None]:
+        """A key for every record."""
+        return self.keys + [None] * (len(self.values) - len(self.keys))
+
+    def timestamp(self, index: int) -> int:
+        """Record ``index``'s timestamp in milliseconds."""
+        return self.stamps_ns[index] // NS_PER_MS
 
     def __len__(self) -> int:
         return len(self.values)
 
     def __iter__(self) -> Iterator[tuple[bytes | None, bytes | None, Any, int]]:
-        return zip(self.keys, self.values, self.headers, self.timestamps, strict=True)
+        n, keys, headers = len(self.values), self.keys, self.headers
+        return zip(
+            chain(keys, repeat(None, n - len(keys))),
+            self.values,
+            chain(headers, repeat(NO_HEADERS, n - len(headers))),
+            (stamp // NS_PER_MS for stamp in self.stamps_ns),
+            strict=True,
+        )
 
     def __getitem__(self, index: int) -> tuple[bytes | None, bytes | None, Any, int]:  # type: ignore[override]
-        return self.keys[index], self.values[index], self.headers[index], self.timestamps[index]
+        value = self.values[index]  # (raises IndexError first)
+        index %= len(self.values)
+        keys, headers = self.keys, self.headers
+        return (
+            keys[index] if index < len(keys) else None,
+            value,
+            headers[index] if index < len(headers) else NO_HEADERS,
+            self.stamps_ns[index] // NS_PER_MS,
+        )

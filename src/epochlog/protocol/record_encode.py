@@ -17,7 +17,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from epochlog.protocol.column_rows import BinaryColumn, ColumnRows
+from epochlog.protocol.column_rows import NS_PER_MS, BinaryColumn, ColumnRows
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -129,12 +129,17 @@ def encode_records(
     values: Sequence[bytes | None],
     timestamps: Sequence[int],
     room: int = 0,
+    *,
+    in_ns: bool = False,
 ) -> tuple[np.ndarray, int, int]:
     """The records section (no headers) of keys (None: all null), values and
-    timestamps, record i at offset delta i, after ``room`` bytes left free (a batch's
-    header, written there by the caller: no copy of the section to put it in front):
-    (the uint8 array, base timestamp, max timestamp)."""
+    timestamps (milliseconds, or nanoseconds if ``in_ns``), record i at offset delta i,
+    after ``room`` bytes left free (a batch's header, written there by the caller: no
+    copy of the section to put it in front): (the uint8 array, base timestamp, max
+    timestamp), in milliseconds."""
     deltas = np.fromiter(timestamps, np.int64, len(timestamps))
+    if in_ns:
+        deltas //= NS_PER_MS
     base = int(deltas[0])
     deltas -= base
     key_col = None if keys is None else BinaryColumn.of(keys)

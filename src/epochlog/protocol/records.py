@@ -468,22 +468,23 @@ def _compiled_section(records: Sequence[Any]) -> tuple[Any, int, int] | None:
     if type(records) is RecordLists:
         if records.headed:
             return None
-        keys = records.keys if records.keyed else None
-        values, stamps = records.values, records.timestamps
-    elif type(records[0]) is tuple:
-        # Column by column, not zip(*records): that holds an iterator per record, which
-        # a collection during the zip promotes, and enough promoted objects bring on full
-        # collections of the whole heap (38% of a producer's time, py-spy, gc.callbacks).
-        headers = list(map(_HEADERS, records))
-        stamps = list(map(_TIMESTAMP, records))
-        if any(headers) or None in stamps:
-            return None
-        keys = list(map(_KEY, records))
-        if keys.count(None) == len(keys):
-            keys = None  # no column of nulls to build
-        values = list(map(_VALUE, records))
-    else:
+        keys = records.all_keys() if records.keyed else None
+        return _encoder().encode_records(
+            keys, records.values, records.stamps_ns, _batch.HEADER_SIZE, in_ns=True
+        )
+    if type(records[0]) is not tuple:
         return None
+    # Column by column, not zip(*records): that holds an iterator per record, which a
+    # collection during the zip promotes, and enough promoted objects bring on full
+    # collections of the whole heap (38% of a producer's time, py-spy, gc.callbacks).
+    headers = list(map(_HEADERS, records))
+    stamps = list(map(_TIMESTAMP, records))
+    if any(headers) or None in stamps:
+        return None
+    keys = list(map(_KEY, records))
+    if keys.count(None) == len(keys):
+        keys = None  # no column of nulls to build
+    values = list(map(_VALUE, records))
     return _encoder().encode_records(keys, values, stamps, _batch.HEADER_SIZE)
 
 
