@@ -119,6 +119,7 @@ def test_columns_keep_their_place_between_other_sends(tmp_path: Path) -> None:
             await result.future
             assert (await before).offset == 0
             assert [m.offset for m in result] == list(range(1, 401))
+            assert {type(m.offset) for m in result} == {int}  # not numpy's
             assert (await after).offset == 401
             assert result[5].timestamp > 0
             await p.close()

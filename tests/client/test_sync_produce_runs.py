@@ -160,19 +160,23 @@ def test_a_refused_batch_fails_each_of_its_records_callbacks(module_broker: Brok
 def test_keys_pick_the_partitions_send_would(module_broker: BrokerProcess) -> None:
     create_topic(module_broker.bootstrap, "runs-keyed", 4)
     by_produce: dict[bytes, int] = {}
+    offset_types: set[type] = set()
+
+    def delivered(key: bytes, metadata: Any) -> None:
+        by_produce[key] = metadata.partition
+        offset_types.add(type(metadata.offset))
+
     with Producer({"bootstrap.servers": module_broker.bootstrap}) as producer:
         keys = [b"key-%d" % i for i in range(200)]
         for key in keys:
             producer.produce(
-                "runs-keyed",
-                b"v",
-                key=key,
-                on_delivery=lambda _e, m, key=key: by_produce.__setitem__(key, m.partition),
+                "runs-keyed", b"v", key=key, on_delivery=lambda _e, m, key=key: delivered(key, m)
             )
         by_send = {key: producer.send("runs-keyed", b"v", key=key) for key in keys}
         assert producer.flush(BOUND_S)
     assert by_produce == {key: f.result(BOUND_S).partition for key, f in by_send.items()}
     assert len(set(by_produce.values())) == 4
+    assert offset_types == {int}  # Python ints, not numpy's (the placement is numpy's)
 
 
 def test_headers_given_as_an_iterator_arrive(module_broker: BrokerProcess) -> None:

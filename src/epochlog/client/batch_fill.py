@@ -208,13 +208,13 @@ class _Placement:
         """The records at positions ``where`` went to ``batch``, from its index ``first``."""
         self.batches[where] = batch
         self.indexes[where] = np.arange(first, first + len(where))
-        self.result._placed[batch] = where.tolist()
+        self.result._placed[batch] = where
 
     def done(self) -> None:
-        # An object array indexes as a list does; the indexes as Python ints, which a
-        # caller sees (offsets, callbacks' positions).
+        # Arrays, not lists: no Python int a record unless somebody asks (SendManyResult
+        # makes them ints as it hands them out).
         self.result._batches = self.batches  # type: ignore[assignment]
-        self.result._indexes = self.indexes.tolist()
+        self.result._indexes = self.indexes  # type: ignore[assignment]
 
 
 def _open_batch(

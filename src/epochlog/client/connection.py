@@ -13,6 +13,7 @@ import struct
 from typing import Any
 
 from epochlog.protocol.apis import MESSAGES, decode_response, frame
+from epochlog.protocol.produce_request import EncodedProduce
 from epochlog.protocol.throttle import client_throttles
 from epochlog.seams import Clock, Connection, Network
 from epochlog.security.sasl_client import SaslConnection, authenticate
@@ -84,11 +85,14 @@ class BrokerConnection:
         correlation_id = self._next_correlation_id
         self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
         request.with_header(correlation_id=correlation_id, client_id=self._client_id)
-        payload = request.encode(version=version, header=True)
+        if type(request) is EncodedProduce:
+            pieces = request.encode_framed(version)
+        else:
+            pieces = frame(request.encode(version=version, header=True))
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         if expect_response:
             self._pending[correlation_id] = (response_class, version, future)
-        self._conn.writelines(frame(payload))
+        self._conn.writelines(pieces)
         await self._conn.drain()
         if not expect_response:
             return None

@@ -289,7 +289,7 @@ class SendManyResult(Sequence[RecordMetadata]):
             return [self[j] for j in range(*i.indices(len(self)))]
         if not self.future.done() or self.future.exception() is not None:
             raise RuntimeError("records not acknowledged (await .future first)")
-        return self._batches[i].metadata(self._indexes[i])
+        return self._batches[i].metadata(int(self._indexes[i]))
 
     def call_back(
         self,
@@ -300,6 +300,8 @@ class SendManyResult(Sequence[RecordMetadata]):
         """``callbacks[i](error, metadata)`` for the records i of this call in ``batch``,
         once answered (None: no callback); one that raises is logged, the rest still run."""
         error, indexes = batch.error, self._indexes
+        if type(indexes) is np.ndarray:  # (see batch_fill._Placement) once, for all batches
+            indexes = self._indexes = indexes.tolist()
         if error is not None:
             for i in positions:
                 _call(callbacks[i], error, None)
@@ -333,7 +335,9 @@ class SendManyResult(Sequence[RecordMetadata]):
 
     def _answered(self, batch: _Batch) -> None:
         positions = self._placed.pop(batch, None)
-        if positions and self.on_batch is not None:
+        if self.on_batch is not None and positions is not None and len(positions):
+            if type(positions) is np.ndarray:
+                positions = positions.tolist()
             self.on_batch(batch, positions)
 
 

@@ -15,8 +15,6 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
-from kafka.protocol.producer import ProduceRequest
-
 from epochlog.client.awaiting_metadata import RecordsAwaitingMetadata
 from epochlog.client.client_metrics import ProducerCounts
 from epochlog.client.config import producer_config
@@ -42,6 +40,7 @@ from epochlog.client.security import client_network
 from epochlog.client.transactions import TransactionalApi, TransactionManager
 from epochlog.protocol.column_rows import RecordLists
 from epochlog.protocol.errors import ErrorCode
+from epochlog.protocol.produce_request import EncodedProduce
 from epochlog.protocol.records import build_batch
 from epochlog.seams import Seams
 from epochlog.seams.tasks import BackgroundTasks
@@ -479,20 +478,12 @@ class AsyncProducer(BulkSends, TransactionalApi):
         by_topic: dict[str, list[_Batch]] = {}
         for b in batches:
             by_topic.setdefault(b.tp.topic, []).append(b)
-        request = ProduceRequest(
-            transactional_id=None if self._txn is None else self._txn.transactional_id,
-            acks=acks,
-            timeout_ms=self.config["request.timeout.ms"],
-            topic_data=[
-                ProduceRequest.TopicProduceData(
-                    name=topic,
-                    partition_data=[
-                        ProduceRequest.TopicProduceData.PartitionProduceData(
-                            index=b.tp.partition, records=b.payload
-                        )
-                        for b in group
-                    ],
-                )
+        request = EncodedProduce(
+            None if self._txn is None else self._txn.transactional_id,
+            acks,
+            self.config["request.timeout.ms"],
+            [
+                (topic, [(b.tp.partition, b.payload) for b in group])
                 for topic, group in by_topic.items()
             ],
         )
