@@ -151,7 +151,7 @@ class _Batch:
     # The run of send()'s records a next one joins: the last answerer, if it is one.
     outcomes: RecordOutcomes[RecordMetadata] | None = None
     size: int = 0
-    payload: bytes | None = None
+    payload: bytes | memoryview | None = None
     base_sequence: int = -1
     producer: tuple[int, int] = (-1, -1)
     attempts: int = 0

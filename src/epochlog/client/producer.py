@@ -41,7 +41,7 @@ from epochlog.client.transactions import TransactionalApi, TransactionManager
 from epochlog.protocol.column_rows import RecordLists
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.produce_request import EncodedProduce
-from epochlog.protocol.records import build_batch
+from epochlog.protocol.records import build_batch_view
 from epochlog.seams import Seams
 from epochlog.seams.tasks import BackgroundTasks
 from epochlog.seams.waiting import wait_event, with_timeout
@@ -452,7 +452,7 @@ class AsyncProducer(BulkSends, TransactionalApi):
         self._last.forget()  # the sticky partitioner may move on
         try:
             batch.open = False
-            batch.payload = build_batch(
+            batch.payload = build_batch_view(
                 batch.records,
                 compression=self.config["compression.codec"],
                 producer_id=pid,
