@@ -14,7 +14,7 @@ from epochlog.protocol import records as records_module
 from epochlog.protocol.batch import HEADER_SIZE
 from epochlog.protocol.column_rows import BinaryColumn, ColumnRows, RecordLists
 from epochlog.protocol.record_encode import encode_records
-from epochlog.protocol.records import build_batch, iter_records
+from epochlog.protocol.records import build_batch, build_batch_view, iter_records
 
 
 def random_records(rng: random.Random, n: int) -> list[tuple]:
@@ -140,3 +140,13 @@ def test_record_lists_hold_keys_and_headers_only_up_to_the_last_record_that_has_
         (None, b"d", (), 1_003),
     ]
     assert lists.all_keys() == [None, b"k", None, None] and lists.timestamp(3) == 1_003
+
+
+def test_the_producer_view_is_the_batch_without_a_copy() -> None:
+    """``build_batch_view`` (what the producer sends) is ``build_batch``'s bytes, as a
+    view of the array the compiled encoder wrote, not a copy of it."""
+    lists = RecordLists()
+    lists.extend(None, [b"v" * 100] * 500, 1_700_000_000_000)
+    view = build_batch_view(lists, producer_id=3, base_sequence=5)
+    assert view == build_batch(lists, producer_id=3, base_sequence=5)
+    assert type(view.obj).__name__ == "ndarray"

@@ -323,39 +323,10 @@ def _fields(rec: Any) -> tuple[Any, Any, Iterable[tuple[Any, Any]], Any]:
 def build_batch(
     records: Sequence[tuple[bytes | None, bytes | None, Iterable[Header], int | None]]
     | Sequence[Any],
-    *,
-    base_offset: int = 0,
-    compression: int = 0,
-    producer_id: int = -1,
-    producer_epoch: int = -1,
-    base_sequence: int = -1,
-    partition_leader_epoch: int = -1,
-    is_transactional: bool = False,
-    is_control: bool = False,
-    timestamp_type_log_append: bool = False,
-    now_ms: int | None = None,
+    **options: Any,
 ) -> bytes:
-    """Encode records as one magic 2 batch with a correct CRC32C.
-
-    ``records`` holds ``(key, value, headers, timestamp)`` tuples or objects with those
-    attributes (``Record``); offsets are assigned 0..n-1 from ``base_offset``. A None
-    timestamp means ``now_ms`` (from the caller's Clock). Header keys may be str or bytes.
-    """
-    return bytes(
-        build_batch_view(
-            records,
-            base_offset=base_offset,
-            compression=compression,
-            producer_id=producer_id,
-            producer_epoch=producer_epoch,
-            base_sequence=base_sequence,
-            partition_leader_epoch=partition_leader_epoch,
-            is_transactional=is_transactional,
-            is_control=is_control,
-            timestamp_type_log_append=timestamp_type_log_append,
-            now_ms=now_ms,
-        )
-    )
+    """``build_batch_view``'s batch as bytes (``options``: its keywords)."""
+    return bytes(build_batch_view(records, **options))
 
 
 def build_batch_view(
@@ -373,9 +344,14 @@ def build_batch_view(
     timestamp_type_log_append: bool = False,
     now_ms: int | None = None,
 ) -> memoryview:
-    """``build_batch``'s batch as a view of the buffer it was encoded in, not copied into
-    bytes: what the producer sends (a megabyte's copy into fresh memory, its page faults
-    included, was a fifth of a Spark sink task's CPU)."""
+    """Encode records as one magic 2 batch with a correct CRC32C, as a view of the
+    buffer it was encoded in: the producer sends it as it is (a megabyte's copy into
+    fresh memory, its page faults included, was a fifth of a Spark sink task's CPU).
+
+    ``records`` holds ``(key, value, headers, timestamp)`` tuples or objects with those
+    attributes (``Record``); offsets are assigned 0..n-1 from ``base_offset``. A None
+    timestamp means ``now_ms`` (from the caller's Clock). Header keys may be str or bytes.
+    """
     if not records:
         raise ValueError("a record batch needs at least one record")
     if isinstance(records, ColumnRows):
