@@ -150,3 +150,17 @@ def test_the_producer_view_is_the_batch_without_a_copy() -> None:
     view = build_batch_view(lists, producer_id=3, base_sequence=5)
     assert view == build_batch(lists, producer_id=3, base_sequence=5)
     assert type(view.obj).__name__ == "ndarray"
+
+
+def test_record_lists_take_any_int64_timestamp() -> None:
+    """Stamps are kept in nanoseconds; a timestamp given in milliseconds past 2262 does
+    not fit int64 so, and goes to the Python encoder, which writes it as given."""
+    lists, as_tuples = RecordLists(), []
+    for i in range(100):
+        record = (None, b"v%d" % i, (), 2**62 + i)
+        lists.append(*record)
+        as_tuples.append(record)
+    assert records_module._compiled_section(lists) is None
+    assert build_batch(lists) == build_batch(as_tuples)
+    stamps = [r.timestamp for r in iter_records(build_batch(lists))]
+    assert stamps == [2**62 + i for i in range(100)]

@@ -480,9 +480,12 @@ def _compiled_section(records: Sequence[Any]) -> tuple[Any, int, int] | None:
         if records.headed:
             return None
         keys = records.all_keys() if records.keyed else None
-        return _encoder().encode_records(
-            keys, records.values, records.stamps_ns, _batch.HEADER_SIZE, in_ns=True
-        )
+        try:
+            return _encoder().encode_records(
+                keys, records.values, records.stamps_ns, _batch.HEADER_SIZE, in_ns=True
+            )
+        except OverflowError:  # a timestamp given past 2262, beyond int64 in nanoseconds
+            return None
     if type(records[0]) is not tuple:
         return None
     # Column by column, not zip(*records): that holds an iterator per record, which a
