@@ -139,7 +139,7 @@ def test_record_lists_hold_keys_and_headers_only_up_to_the_last_record_that_has_
         (None, b"c", (("h", b"x"),), 1_002),
         (None, b"d", (), 1_003),
     ]
-    assert lists.all_keys() == [None, b"k", None, None] and lists.timestamp(3) == 1_003
+    assert lists.all_keys() == [None, b"k", None, None] and lists[3][3] == 1_003
 
 
 def test_the_producer_view_is_the_batch_without_a_copy() -> None:

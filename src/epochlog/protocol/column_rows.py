@@ -126,19 +126,11 @@ class RecordLists(Sequence[tuple[bytes | None, bytes | None, Any, int]]):
         if key is not None:
             self.set_key(key)
         if headers:
-            self.set_headers(headers)
+            _set_last(self.headers, NO_HEADERS, headers, len(self.values))
 
     def set_key(self, key: bytes) -> None:
         """The last record's key (one with none is null)."""
-        keys = self.keys
-        keys.extend(repeat(None, len(self.values) - 1 - len(keys)))
-        keys.append(key)
-
-    def set_headers(self, headers: Any) -> None:
-        """The last record's headers."""
-        held = self.headers
-        held.extend(repeat(NO_HEADERS, len(self.values) - 1 - len(held)))
-        held.append(headers)
+        _set_last(self.keys, None, key, len(self.values))
 
     def extend(self, keys: Sequence[bytes] | None, values: Sequence[bytes], timestamp: int) -> None:
         """Records of ``values`` and ``keys`` (None: all null), without headers, all
@@ -153,10 +145,6 @@ class RecordLists(Sequence[tuple[bytes | None, bytes | None, Any, int]]):
     def all_keys(self) -> list[bytes | None]:
         """A key for every record."""
         return self.keys + [None] * (len(self.values) - len(self.keys))
-
-    def timestamp(self, index: int) -> int:
-        """Record ``index``'s timestamp in milliseconds."""
-        return self.stamps_ns[index] // NS_PER_MS
 
     def __len__(self) -> int:
         return len(self.values)
@@ -181,3 +169,9 @@ class RecordLists(Sequence[tuple[bytes | None, bytes | None, Any, int]]):
             headers[index] if index < len(headers) else NO_HEADERS,
             self.stamps_ns[index] // NS_PER_MS,
         )
+
+
+def _set_last(column: list[Any], filler: Any, item: Any, records: int) -> None:
+    """``item`` for the last of ``records``, ``column`` padded with ``filler`` up to it."""
+    column.extend(repeat(filler, records - 1 - len(column)))
+    column.append(item)
