@@ -134,6 +134,17 @@ class Cluster:
                     f"broker {broker.broker_id} to know brokers {sorted(running)}",
                 )
 
+    def __enter__(self) -> Cluster:
+        return self.start()
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        # The brokers are gone by the time pytest reports (conftest's hook sees only
+        # LIVE_BROKERS): their logs go with the failure.
+        if exc is not None:
+            for broker in self.brokers:
+                exc.add_note(broker.tail(80))
+        self.close()
+
     def close(self) -> None:
         """Teardown by SIGKILL: a controlled shutdown of the last brokers would wait out
         its retries (15 s) for leaderships nobody is left to take. Clean stops are
@@ -431,17 +442,10 @@ async def _cluster(port: int) -> tuple[int, set[int]]:
 def running_cluster(
     base: Path, metastore: str, size: int = 3, log_dirs: int = 1, **settings: str
 ) -> Iterator[Cluster]:
-    cluster = Cluster(base, metastore, size, {k: str(v) for k, v in settings.items()}, log_dirs)
-    try:
-        yield cluster.start()
-    except BaseException as exc:
-        # The brokers are gone by the time pytest reports (conftest's hook sees only
-        # LIVE_BROKERS): their logs go with the failure.
-        for broker in cluster.brokers:
-            exc.add_note(broker.tail(80))
-        raise
-    finally:
-        cluster.close()
+    with Cluster(
+        base, metastore, size, {k: str(v) for k, v in settings.items()}, log_dirs
+    ) as cluster:
+        yield cluster
 
 
 def eventually(predicate: Callable[[], Any], timeout: float, what: str) -> None:

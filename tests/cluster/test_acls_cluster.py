@@ -96,8 +96,7 @@ def test_brokers_replicate_and_elect_over_ssl_as_super_users_with_acls_on(
             "ssl.key.location": str(key),
         }
 
-    try:
-        cluster.start()
+    with cluster:
         admin = AdminClient(conf("admin"))
         topic = NewTopic(TOPIC, 1, 3, config={"min.insync.replicas": "2"})
         admin.create_topics([topic], operation_timeout=30)[TOPIC].result(60)
@@ -143,5 +142,3 @@ def test_brokers_replicate_and_elect_over_ssl_as_super_users_with_acls_on(
                 break
         consumer.close()
         assert got == before + after
-    finally:
-        cluster.close()

@@ -50,10 +50,8 @@ def racked_cluster(tmp_path: Path, **settings: str) -> Iterator[tuple[Cluster, d
     for broker in cluster.brokers:
         broker.settings["broker.rack"] = RACKS[broker.broker_id]
     ports = cluster.serve_metrics()
-    try:
-        yield cluster.start(), ports
-    finally:
-        cluster.close()
+    with cluster:
+        yield cluster, ports
 
 
 def produce(bootstrap: str, first: int, count: int) -> None:

@@ -88,85 +88,84 @@ def test_three_clients_retry_offset_not_available_to_the_new_epochs_start(
     cluster = Cluster(tmp_path, f"sqlite://{tmp_path}/metastore.db", 3, SETTINGS)
     ports = cluster.serve_metrics()
     clients: list[ClientProcess] = []
-    try:
-        cluster.start()
-        # As in test_kip207_list_offsets: the controller succeeds (a controlled shutdown
-        # hands leadership to the first other ISR member), the paused one is neither.
-        successor = cluster.controller_id()
-        old_leader, paused = [b for b in range(3) if b != successor]
-        # Partition 1, led by the successor throughout, only gives each client a
-        # connection to it, as a client long at work has.
-        cluster.create_topic(
-            TOPIC, assignment=[[old_leader, successor, paused], [successor, old_leader, paused]]
-        )
-        assert cluster.produce(old_leader, TOPIC, FIRST) == (0, 0)
-        before = cluster.list_offsets(old_leader, TOPIC)
-        assert before.offset == len(FIRST)
-        clients = [ClientProcess(name, cluster.bootstrap, tmp_path) for name in CLIENTS]
-        for client in clients:
-            client.ask()
-            assert client.answer() == len(FIRST), client.client
-
-        cluster.pause(paused)
-        assert cluster.produce(old_leader, TOPIC, SECOND, acks=1) == (0, len(FIRST))
-        end = len(FIRST) + len(SECOND)
-        eventually(
-            lambda: cluster.log_end_offset(successor, TOPIC) == end,
-            30,
-            "the successor to copy the acks=1 records",
-        )
-        cluster.brokers[old_leader].stop()
-        eventually(
-            lambda: cluster.list_offsets(successor, TOPIC).error != NOT_LEADER_OR_FOLLOWER,
-            30,
-            "the successor to act as leader",
-        )
-        new_epoch = cluster.metadata(TOPIC, via=successor)["partitions"][0].leader_epoch
-        assert cluster.list_offsets(successor, TOPIC).error == OFFSET_NOT_AVAILABLE
-
-        refused = {}
-        for client in clients:
-            counted = scrape(ports[successor]).total(REFUSED)
-            client.ask()
-            eventually(
-                lambda c=counted: scrape(ports[successor]).total(REFUSED) >= c + 2,
-                20,
-                f"{client.client} to be refused and ask again",
+    with cluster:
+        try:
+            # As in test_kip207_list_offsets: the controller succeeds (a controlled shutdown
+            # hands leadership to the first other ISR member), the paused one is neither.
+            successor = cluster.controller_id()
+            old_leader, paused = [b for b in range(3) if b != successor]
+            # Partition 1, led by the successor throughout, only gives each client a
+            # connection to it, as a client long at work has.
+            cluster.create_topic(
+                TOPIC, assignment=[[old_leader, successor, paused], [successor, old_leader, paused]]
             )
-            client.proc.send_signal(signal.SIGSTOP)
-            assert client.proc.poll() is None, f"{client.client} gave up:\n{client.tail()}"
-            refused[client.client] = scrape(ports[successor]).total(REFUSED) - counted
+            assert cluster.produce(old_leader, TOPIC, FIRST) == (0, 0)
+            before = cluster.list_offsets(old_leader, TOPIC)
+            assert before.offset == len(FIRST)
+            clients = [ClientProcess(name, cluster.bootstrap, tmp_path) for name in CLIENTS]
+            for client in clients:
+                client.ask()
+                assert client.answer() == len(FIRST), client.client
 
-        cluster.resume(paused)
-        eventually(
-            lambda: cluster.list_offsets(successor, TOPIC) == OffsetAnswer(0, end, new_epoch),
-            30,
-            "the new leader's high watermark to reach its epoch's start",
-        )
-        # Thawed one by one, nothing produced meanwhile, so each answer is exact.
-        answers = {}
-        for client in clients[1:]:
-            client.proc.send_signal(signal.SIGCONT)
-            answers[client.client] = client.answer()
-        # confluent-kafka's answer is the offset its reset settles on: the first record it
-        # returns, produced once the successor has answered its retried ListOffsets.
-        confluent = clients[0]
-        answered = scrape(ports[successor]).total(ANSWERED, request="ListOffsets", error="NONE")
-        confluent.proc.send_signal(signal.SIGCONT)
-        eventually(
-            lambda: (
-                scrape(ports[successor]).total(ANSWERED, request="ListOffsets", error="NONE")
-                > answered
-            ),
-            30,
-            "confluent-kafka's offset reset to be answered",
-        )
-        assert cluster.produce(successor, TOPIC, [(b"third", b"v")]) == (0, end)
-        answers[confluent.client] = confluent.answer()
-        # Never below each client's own answer before the election (5): each settled on
-        # the new epoch's start.
-        assert answers == dict.fromkeys(CLIENTS, end), (answers, refused)
-    finally:
-        for client in clients:
-            client.close()
-        cluster.close()
+            cluster.pause(paused)
+            assert cluster.produce(old_leader, TOPIC, SECOND, acks=1) == (0, len(FIRST))
+            end = len(FIRST) + len(SECOND)
+            eventually(
+                lambda: cluster.log_end_offset(successor, TOPIC) == end,
+                30,
+                "the successor to copy the acks=1 records",
+            )
+            cluster.brokers[old_leader].stop()
+            eventually(
+                lambda: cluster.list_offsets(successor, TOPIC).error != NOT_LEADER_OR_FOLLOWER,
+                30,
+                "the successor to act as leader",
+            )
+            new_epoch = cluster.metadata(TOPIC, via=successor)["partitions"][0].leader_epoch
+            assert cluster.list_offsets(successor, TOPIC).error == OFFSET_NOT_AVAILABLE
+
+            refused = {}
+            for client in clients:
+                counted = scrape(ports[successor]).total(REFUSED)
+                client.ask()
+                eventually(
+                    lambda c=counted: scrape(ports[successor]).total(REFUSED) >= c + 2,
+                    20,
+                    f"{client.client} to be refused and ask again",
+                )
+                client.proc.send_signal(signal.SIGSTOP)
+                assert client.proc.poll() is None, f"{client.client} gave up:\n{client.tail()}"
+                refused[client.client] = scrape(ports[successor]).total(REFUSED) - counted
+
+            cluster.resume(paused)
+            eventually(
+                lambda: cluster.list_offsets(successor, TOPIC) == OffsetAnswer(0, end, new_epoch),
+                30,
+                "the new leader's high watermark to reach its epoch's start",
+            )
+            # Thawed one by one, nothing produced meanwhile, so each answer is exact.
+            answers = {}
+            for client in clients[1:]:
+                client.proc.send_signal(signal.SIGCONT)
+                answers[client.client] = client.answer()
+            # confluent-kafka's answer is the offset its reset settles on: the first record it
+            # returns, produced once the successor has answered its retried ListOffsets.
+            confluent = clients[0]
+            answered = scrape(ports[successor]).total(ANSWERED, request="ListOffsets", error="NONE")
+            confluent.proc.send_signal(signal.SIGCONT)
+            eventually(
+                lambda: (
+                    scrape(ports[successor]).total(ANSWERED, request="ListOffsets", error="NONE")
+                    > answered
+                ),
+                30,
+                "confluent-kafka's offset reset to be answered",
+            )
+            assert cluster.produce(successor, TOPIC, [(b"third", b"v")]) == (0, end)
+            answers[confluent.client] = confluent.answer()
+            # Never below each client's own answer before the election (5): each settled on
+            # the new epoch's start.
+            assert answers == dict.fromkeys(CLIENTS, end), (answers, refused)
+        finally:
+            for client in clients:
+                client.close()

@@ -71,8 +71,7 @@ def test_metrics_move_as_a_produce_fetch_leader_kill_and_unclean_election_happen
     def metrics(broker: int) -> Samples:
         return scrape(ports[broker])
 
-    try:
-        cluster.start()
+    with cluster:
         scraper = Scraper(cluster, ports)
         controller = cluster.controller_id()
         leader, lagging = [b for b in range(3) if b != controller]
@@ -226,5 +225,3 @@ def test_metrics_move_as_a_produce_fetch_leader_kill_and_unclean_election_happen
         scraper.stop()
         assert scraper.failures == []
         assert scraper.scrapes > 0
-    finally:
-        cluster.close()

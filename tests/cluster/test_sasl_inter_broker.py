@@ -82,10 +82,8 @@ def sasl_cluster(
         "sasl.username": "bob",
         "sasl.password": "bob-secret",
     }
-    try:
-        yield cluster.start(), sasl_ports, conf
-    finally:
-        cluster.close()
+    with cluster:
+        yield cluster, sasl_ports, conf
 
 
 def test_a_cluster_replicates_and_elects_over_its_sasl_ssl_inter_broker_listener(
@@ -178,21 +176,28 @@ RETRIABLE = (
 
 
 def watermarks(conf: dict[str, str]) -> tuple[int, int]:
-    """The partition's (log start, high watermark), once its leader serves it."""
-    consumer = ck.Consumer({**conf, "group.id": "watermarks"})
+    """The partition's (log start, high watermark), once its leader serves it. A new
+    client each try: librdkafka caches a topic a broker did not know yet (one that has
+    not caught up with the creation) as missing for the client's life."""
     found: list[tuple[int, int]] = []
+    refusals: list[ck.KafkaError] = []
 
     def answered() -> bool:
+        consumer = ck.Consumer({**conf, "group.id": "watermarks"})
         try:
             found.append(consumer.get_watermark_offsets(ck.TopicPartition(TOPIC, 0), 10))
         except ck.KafkaException as exc:
             assert exc.args[0].code() in RETRIABLE, exc
+            refusals.append(exc.args[0])
+        finally:
+            consumer.close()
         return bool(found)
 
     try:
         eventually(answered, 60, f"{TOPIC}'s leader to answer ListOffsets")
-    finally:
-        consumer.close()
+    except AssertionError as exc:
+        exc.add_note(f"refused with: {sorted({str(e) for e in refusals})}")
+        raise
     return found[-1]
 
 

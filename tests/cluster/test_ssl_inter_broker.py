@@ -49,10 +49,8 @@ def ssl_cluster(tmp_path: Path) -> Iterator[tuple[Cluster, dict[int, int], dict[
         "ssl.certificate.location": str(certs.client_cert),
         "ssl.key.location": str(certs.client_key),
     }
-    try:
-        yield cluster.start(), ssl_ports, conf
-    finally:
-        cluster.close()
+    with cluster:
+        yield cluster, ssl_ports, conf
 
 
 def consume(conf: dict[str, str], count: int, **extra: str) -> list[bytes]:

@@ -60,8 +60,7 @@ def test_brokers_survive_losing_zookeeper_servers_and_their_sessions(
         3,
         {"zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS)},
     )
-    try:
-        cluster.start()
+    with cluster:
         cluster.create_topic(TOPIC, partitions=1, replication=3, min_insync_replicas="2")
         producer = ContinuousProducer(cluster.bootstrap, TOPIC).start()
         progress(producer, "before any fault")
@@ -148,5 +147,3 @@ def test_brokers_survive_losing_zookeeper_servers_and_their_sessions(
         for broker in cluster.brokers:
             errors = [line for line in broker.output().splitlines() if "level=error" in line]
             assert not errors, f"broker {broker.broker_id} logged errors: {errors[:3]}"
-    finally:
-        cluster.close()
