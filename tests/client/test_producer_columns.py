@@ -7,6 +7,7 @@ picks Kafka's partition for every key."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import random
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from test_producer_bulk import create, producer, read_all
 
 from epochlog.client.key_partitions import key_partitions
 from epochlog.client.partitioner import key_partition
+from epochlog.client.produce_batch import _Batch
 from epochlog.client.producer import RecordTooLargeError
 from epochlog.protocol.column_rows import BinaryColumn
 
@@ -126,6 +128,35 @@ def test_columns_keep_their_place_between_other_sends(tmp_path: Path) -> None:
             await admin.close()
             got = await read_all(broker, [("t", 0)], 402)
             assert [r.value for r in got] == [b"first", *values, b"last"]
+
+    run(scenario)
+
+
+def live_batches() -> int:
+    gc.collect()
+    return sum(1 for o in gc.get_objects() if isinstance(o, _Batch))
+
+
+def test_answered_bulk_sends_leave_no_batch_alive(tmp_path: Path) -> None:
+    """Each batch refers to the results it serves; a result's per-record placement must
+    not hide that cycle from the collector (it once kept every payload sent)."""
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path) as broker:
+            admin = await create(broker, partitions=4)
+            p = producer(broker, **{"batch.size": 2000})
+            values = [b"v%05d" % i for i in range(2000)]
+            keys = [b"k%d" % (i % 7) for i in range(2000)]
+            before = live_batches()
+            for _ in range(3):
+                result = await p.send_columns("t", BinaryColumn.of(values), BinaryColumn.of(keys))
+                await result.future
+                many = await p.send_many("t", values, keys=keys)
+                await many.future
+            del result, many
+            await p.close()
+            assert live_batches() == before
+            await admin.close()
 
     run(scenario)
 

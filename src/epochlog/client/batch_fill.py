@@ -211,9 +211,12 @@ class _Placement:
         self.result._placed[batch] = where
 
     def done(self) -> None:
-        # Arrays, not lists: no Python int a record unless somebody asks (SendManyResult
-        # makes them ints as it hands them out).
-        self.result._batches = self.batches  # type: ignore[assignment]
+        # The indexes stay an array: no Python int a record unless somebody asks
+        # (SendManyResult makes them ints as it hands them out). The batches become a
+        # list: each batch refers back to the result, and the collector cannot see
+        # through an object array, so that cycle would keep every batch and its
+        # payload alive for good.
+        self.result._batches = self.batches.tolist()
         self.result._indexes = self.indexes  # type: ignore[assignment]
 
 
