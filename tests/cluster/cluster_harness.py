@@ -135,7 +135,11 @@ class Cluster:
                 )
 
     def __enter__(self) -> Cluster:
-        return self.start()
+        try:
+            return self.start()
+        except BaseException as exc:
+            self.__exit__(type(exc), exc, None)
+            raise
 
     def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
         # The brokers are gone by the time pytest reports (conftest's hook sees only
