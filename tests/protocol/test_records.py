@@ -117,8 +117,12 @@ def test_none_timestamp_means_the_callers_now() -> None:
 
 def test_patched_batch_reports_patched_offset() -> None:
     buf = bytearray(build_batch(SAMPLE))
-    b.patch_offset_and_epoch(buf, 0, 5000, 4)
+    patched = b.patch_offset_and_epoch(buf, 0, b.read_header(buf), 5000, 4)
     assert [r.offset for r in iter_records(buf)] == list(range(5000, 5000 + len(SAMPLE)))
+    # The header handed back is the one now in the bytes (the log indexes by it).
+    assert patched == b.read_header(buf)
+    assert (patched.base_offset, patched.partition_leader_epoch) == (5000, 4)
+    assert type(patched) is b.BatchHeader
 
 
 def test_empty_build_is_refused() -> None:
@@ -188,7 +192,7 @@ ORACLE = SAMPLE * 20
 def test_decodes_what_kafka_python_builds(codec: int) -> None:
     buf = _kp_build(ORACLE, codec)
     assert b.read_header(buf).compression == codec
-    b.patch_offset_and_epoch(buf, 0, 300, 2)
+    b.patch_offset_and_epoch(buf, 0, b.read_header(buf), 300, 2)
     records = list(iter_records(bytes(buf)))
     assert [r.offset for r in records] == list(range(300, 300 + len(ORACLE)))
     assert _tuples(records) == ORACLE

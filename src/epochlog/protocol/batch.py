@@ -49,6 +49,8 @@ NO_SEQUENCE = -1
 NO_PARTITION_LEADER_EPOCH = -1
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
+# baseOffset, batchLength (written back as it is) and partitionLeaderEpoch.
+_OFFSET_AND_EPOCH = struct.Struct(">qii")
 
 
 class BatchHeader(NamedTuple):
@@ -128,20 +130,15 @@ def first_is_transactional(buf: Buffer) -> bool:
     return bool(buf[ATTRIBUTES + 1] & TRANSACTIONAL_BIT)
 
 
-def crc_matches(buf: Buffer, pos: int, header: BatchHeader) -> bool:
-    end = pos + header.size
-    return crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES : end]) == header.crc
-
-
 def validate_batch(buf: Buffer, pos: int = 0, available: int | None = None) -> BatchHeader:
     """Check structure and CRC32C of the batch at ``pos`` (CORRUPT_MESSAGE if wrong)."""
     header = read_header(buf, pos)
-    limit = len(buf) if available is None else pos + available
-    if pos + header.size > limit:
+    end = pos + header.batch_length + LOG_OVERHEAD  # header.size, without the call
+    if end > (len(buf) if available is None else pos + available):
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "record batch cut short")
     if header.records_count < 0 or header.last_offset_delta < 0:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "negative record count or offset delta")
-    if not crc_matches(buf, pos, header):
+    if crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES : end]) != header.crc:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "record batch CRC32C mismatch")
     return header
 
@@ -154,18 +151,19 @@ def iter_batches(buf: Buffer) -> list[tuple[int, BatchHeader]]:
     while pos < total:
         header = validate_batch(buf, pos)
         out.append((pos, header))
-        pos += header.size
+        pos += header.batch_length + LOG_OVERHEAD
     if not out:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "empty record set")
     return out
 
 
 def patch_offset_and_epoch(
-    buf: WritableBatches, pos: int, base_offset: int, leader_epoch: int
-) -> None:
-    """Assign the batch its log offset and the leader epoch that appended it."""
-    struct.pack_into(">q", buf, pos + BASE_OFFSET, base_offset)
-    struct.pack_into(">i", buf, pos + PARTITION_LEADER_EPOCH, leader_epoch)
+    buf: WritableBatches, pos: int, header: BatchHeader, base_offset: int, leader_epoch: int
+) -> BatchHeader:
+    """Assign the batch at ``pos`` (whose header is ``header``) its log offset and the
+    leader epoch that appended it; returns the header as patched."""
+    _OFFSET_AND_EPOCH.pack_into(buf, pos, base_offset, header.batch_length, leader_epoch)
+    return tuple.__new__(BatchHeader, (base_offset, header[1], leader_epoch, *header[3:]))
 
 
 def patch_log_append_time(buf: WritableBatches, pos: int, timestamp: int) -> None:

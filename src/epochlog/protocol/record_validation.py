@@ -85,24 +85,28 @@ class RecordValidator:
         (non-control) batch is well formed. ``batches`` come from ``iter_batches``,
         whose CRC and header checks they passed."""
         plain: list[tuple[int, int, int]] = []
+        plain_records = 0
         for position, header in batches:
-            if header.is_control:
+            attributes = header.attributes  # the flags read here, not through properties
+            if attributes & _batch.CONTROL_BIT:
                 continue
             start = position + _batch.HEADER_SIZE
-            end = position + header.size
-            codec = header.compression
+            end = position + _batch.LOG_OVERHEAD + header.batch_length
+            codec = attributes & _batch.COMPRESSION_MASK
             if codec:
                 view = memoryview(records)[start:end]
                 data = self._decompressor.decompress(codec, view)
                 try:
-                    _check(data, [(0, len(data), header.records_count)], require_keys)
+                    count = header.records_count
+                    _check(data, [(0, len(data), count)], count, require_keys)
                 finally:
                     data.release()
                     view.release()
             else:
                 plain.append((start, end, header.records_count))
+                plain_records += header.records_count
         if plain:
-            _check(records, plain, require_keys)
+            _check(records, plain, plain_records, require_keys)
 
 
 @functools.cache
@@ -111,8 +115,11 @@ def default_validator() -> RecordValidator:
     return RecordValidator(BROKER.default("message.max.decompressed.bytes"))
 
 
-def _check(data: Buffer, sections: list[tuple[int, int, int]], require_keys: bool) -> None:
-    if not _POLICY.use_walker(sum(count for _, _, count in sections)):
+def _check(
+    data: Buffer, sections: list[tuple[int, int, int]], records: int, require_keys: bool
+) -> None:
+    """The records of each (start, end, count) section of ``data``, ``records`` in all."""
+    if not _POLICY.use_walker(records):
         for section in sections:
             _check_one_by_one(data, section, require_keys)
         return

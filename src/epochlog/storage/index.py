@@ -57,6 +57,8 @@ class _SparseIndex(ABC):
 
     @property
     def entries(self) -> int:
+        if self._keys is not None:  # loaded: every entry is in memory
+            return len(self._keys)
         return (self._file.size() + len(self._unwritten)) // self.entry.size
 
     def load(self) -> None:

@@ -76,6 +76,9 @@ class Log:
         self.topic = topic
         self.partition = partition
         self._config = config
+        # (active segment's base offset, the age that rolls it): a hash a segment, not
+        # an append.
+        self._roll_after = (-1, 0)
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
         self._epoch_cache = epoch_cache
@@ -151,6 +154,7 @@ class Log:
     @config.setter
     def config(self, config: LogConfig) -> None:
         self._config = config
+        self._roll_after = (-1, 0)
         self.active_segment.index_interval_bytes = config.index_interval_bytes
 
     @property
@@ -196,19 +200,23 @@ class Log:
         """Validate, assign offsets and epoch, and write a produced record set (or, from
         a coordinator, transaction markers)."""
         now = self.clock.time_ms()
-        batches = check_batches(records, self._config)
+        config = self._config
+        batches = check_batches(records, config)
         if origin == AppendOrigin.CLIENT:
-            self._validator.validate(records, batches, require_keys=self._config.compact)
-            check_timestamps(records, batches, self._config, now)
-            rewritten = recompressed(records, batches, self._config)
+            self._validator.validate(records, batches, require_keys=config.compact)
+            check_timestamps(records, batches, config, now)
+            rewritten = recompressed(records, batches, config)
             if rewritten is not records:
-                records, batches = rewritten, check_batches(rewritten, self._config)
+                records, batches = rewritten, check_batches(rewritten, config)
         markers = markers_of(records, batches, origin)
+        # Every batch is checked before any is written; a batch's producer state counts
+        # for the next of the same append only (one batch, the usual case: no update).
         pending = self.producer_state.begin()
+        last = batches[-1][0]
         for position, header in batches:
             duplicate = pending.check(header, origin, markers.get(position))
             if duplicate is not None:
-                append_time = duplicate.max_timestamp if self._config.log_append_time else -1
+                append_time = duplicate.max_timestamp if config.log_append_time else -1
                 return AppendResult(
                     duplicate.base_offset,
                     duplicate.last_offset,
@@ -216,26 +224,28 @@ class Log:
                     self._log_start_offset,
                     duplicate=True,
                 )
-            pending.update(header, markers.get(position))
-        pending = self.producer_state.begin()
-        append_time = now if self._config.log_append_time else NO_TIMESTAMP
+            if position != last:
+                pending.update(header, markers.get(position))
+        if len(batches) > 1:
+            pending = self.producer_state.begin()
+        log_append_time = config.log_append_time
         next_offset = self.log_end_offset
         headers = []
-        for position, _header in batches:
-            patch_offset_and_epoch(records, position, next_offset, leader_epoch)
-            if self._config.log_append_time:
+        for position, header in batches:
+            patched = patch_offset_and_epoch(records, position, header, next_offset, leader_epoch)
+            if log_append_time:
                 patch_log_append_time(records, position, now)
-            patched = read_header(records, position)
+                patched = read_header(records, position)
             pending.update(patched, markers.get(position))
             headers.append(patched)
-            next_offset = patched.next_offset
+            next_offset = patched.base_offset + patched.last_offset_delta + 1
         self._write(records, headers, now)
         self._epoch_cache.assign(leader_epoch, headers[0].base_offset)
         index_aborted(self, pending.commit())
         return AppendResult(
             headers[0].base_offset,
-            headers[-1].last_offset,
-            append_time,
+            next_offset - 1,
+            now if log_append_time else NO_TIMESTAMP,
             self._log_start_offset,
         )
 
@@ -328,8 +338,11 @@ class Log:
         return segment
 
     def _roll_after_ms(self) -> int:
-        key = f"{self.topic}-{self.partition}-{self.active_segment.base_offset}"
-        return self._config.roll_after_ms(key)
+        base = self.active_segment.base_offset
+        if self._roll_after[0] != base:
+            key = f"{self.topic}-{self.partition}-{base}"
+            self._roll_after = (base, self._config.roll_after_ms(key))
+        return self._roll_after[1]
 
     def maybe_roll(self, now_ms: int) -> bool:
         """Roll by ``segment.ms`` (or ``max.compaction.lag.ms``) when no append came to do it."""
