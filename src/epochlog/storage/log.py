@@ -226,8 +226,6 @@ class Log:
                 )
             if position != last:
                 pending.update(header, markers.get(position))
-        if len(batches) > 1:
-            pending = self.producer_state.begin()
         log_append_time = config.log_append_time
         next_offset = self.log_end_offset
         headers = []
@@ -236,12 +234,17 @@ class Log:
             if log_append_time:
                 patch_log_append_time(records, position, now)
                 patched = read_header(records, position)
-            pending.update(patched, markers.get(position))
             headers.append(patched)
             next_offset = patched.base_offset + patched.last_offset_delta + 1
         self._write(records, headers, now)
         self._epoch_cache.assign(leader_epoch, headers[0].base_offset)
-        index_aborted(self, pending.commit())
+        # Written: the producers' state follows, as a follower's does.
+        completed = []
+        for (position, _), header in zip(batches, headers, strict=True):
+            done = self.producer_state.replay(header, markers.get(position))
+            if done is not None:
+                completed.append(done)
+        index_aborted(self, completed)
         return AppendResult(
             headers[0].base_offset,
             next_offset - 1,

@@ -30,7 +30,8 @@ open is INVALID_TXN_STATE. Batches the broker's coordinators write under a produ
 (origin COORDINATOR, base sequence -1: transactional offset commits) take part in the
 transaction but not in sequence checks.
 
-Followers and recovery replay (``update`` without ``check``) trust the leader's log.
+Followers and recovery ``replay`` without ``check``: they trust the leader's log. A leader
+replays its own batches too, once they are written.
 
 Snapshots (``<offset>.snapshot``, offset = log end at the time) hold every producer's
 five batches and its open transaction, so deduplication and the last stable offset
@@ -196,12 +197,13 @@ def _in_sequence(last_seq: int, next_seq: int) -> bool:
 
 
 class ProducerAppend:
-    """Validation and updates for one append, applied to the manager only on commit."""
+    """The checks of one append's batches before any is written: each batch is checked
+    against the state its predecessors in the same append would leave (copies; the
+    manager's own state changes only by ``replay`` once the batches are written)."""
 
     def __init__(self, manager: ProducerStateManager) -> None:
         self._manager = manager
         self.updated: dict[int, ProducerEntry] = {}
-        self.completed: list[CompletedTxn] = []
 
     def _entry(self, producer_id: int) -> ProducerEntry | None:
         return self.updated.get(producer_id) or self._manager.producers.get(producer_id)
@@ -271,8 +273,7 @@ class ProducerAppend:
         return None
 
     def update(self, header: BatchHeader, marker: Marker | None = None) -> None:
-        """Record a batch that will be written (its offsets already assigned); a
-        marker's completed transaction is added to ``completed``."""
+        """Count a batch checked, for the checks of the batches after it."""
         if header.producer_id == NO_PRODUCER_ID:
             return
         entry = self.updated.get(header.producer_id)
@@ -283,14 +284,7 @@ class ProducerAppend:
         if marker is None:
             entry.add(header)
         else:
-            self.completed.append(entry.end_transaction(header, marker[0], marker[1]))
-
-    def commit(self) -> list[CompletedTxn]:
-        """Apply the updates; returns the transactions the markers completed."""
-        self._manager.producers.update(self.updated)
-        self.updated = {}
-        done, self.completed = self.completed, []
-        return done
+            entry.end_transaction(header, marker[0], marker[1])
 
 
 class ProducerStateManager:
@@ -305,11 +299,18 @@ class ProducerStateManager:
         return ProducerAppend(self)
 
     def replay(self, header: BatchHeader, marker: Marker | None = None) -> CompletedTxn | None:
-        """Apply a batch already in the log (recovery, follower append)."""
-        append = self.begin()
-        append.update(header, marker)
-        done = append.commit()
-        return done[0] if done else None
+        """Apply a batch already in the log (recovery, a follower's append, a leader's
+        once written): in place, as nothing is left to refuse it."""
+        producer_id = header.producer_id
+        if producer_id == NO_PRODUCER_ID:
+            return None
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            entry = self.producers[producer_id] = ProducerEntry(producer_id)
+        if marker is None:
+            entry.add(header)
+            return None
+        return entry.end_transaction(header, marker[0], marker[1])
 
     def first_unstable_offset(self) -> int | None:
         """The first offset of the oldest open transaction, if any is open."""
