@@ -33,7 +33,7 @@ from epochlog.metastore.api import (
 )
 from epochlog.metastore.tree import Action, Node, TreeMetastore, end_session
 from epochlog.seams import Clock
-from epochlog.seams.real import process_identity
+from epochlog.seams.real import process_identity, this_boot_id
 
 log = logging.getLogger(__name__)
 
@@ -117,8 +117,7 @@ def _owner_is_gone(owner: str | None) -> bool:
     if not owner:
         return False
     boot_id, pid, _ = owner.split(":")
-    mine = process_identity()
-    if mine is None or mine.split(":")[0] != boot_id:
+    if boot_id != this_boot_id():
         return False
     return process_identity(int(pid)) != owner
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import functools
 import logging
 import os
 import random
@@ -301,18 +302,29 @@ def system_random(seed: int | None) -> random.Random:
     return random.Random(seed)
 
 
+@functools.cache
+def this_boot_id() -> str | None:
+    """This boot's id: read once, as a process never outlives its boot."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
 def process_identity(pid: int | None = None) -> str | None:
     """``boot_id:pid:start_time`` of a live process on this host, or None if it is gone.
 
     The start time guards against a recycled pid; the boot id against a reboot.
     """
     pid = os.getpid() if pid is None else pid
+    boot_id = this_boot_id()
     try:
-        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
-            boot_id = f.read().strip()
         with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
             stat = f.read()
     except OSError:
+        return None
+    if boot_id is None:
         return None
     # Field 22 (start time) counts from after the parenthesised command name.
     start_time = stat.rsplit(")", 1)[1].split()[19]
