@@ -30,7 +30,7 @@ from epochlog.storage.epoch_cache import LeaderEpochCache
 from epochlog.storage.log_holes import Hole, LogHoles, epochs_learnt
 from epochlog.storage.log_loader import LogLoader
 from epochlog.storage.log_reader import LogReader
-from epochlog.storage.log_transactions import index_aborted, markers_of, rebuild_producer_state
+from epochlog.storage.log_transactions import markers_of, rebuild_producer_state, replay_written
 from epochlog.storage.partition_metadata import PartitionMetadataFile
 from epochlog.storage.producer_state import AppendOrigin, ProducerStateManager
 from epochlog.storage.quarantine import Quarantine, keep_tail
@@ -76,9 +76,7 @@ class Log:
         self.topic = topic
         self.partition = partition
         self._config = config
-        # (active segment's base offset, the age that rolls it): a hash a segment, not
-        # an append.
-        self._roll_after = (-1, 0)
+        self._roll_after = (-1, 0)  # (active segment's base, its roll age): hashed once
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
         self._epoch_cache = epoch_cache
@@ -209,24 +207,17 @@ class Log:
             if rewritten is not records:
                 records, batches = rewritten, check_batches(rewritten, config)
         markers = markers_of(records, batches, origin)
-        # Every batch is checked before any is written; a batch's producer state counts
-        # for the next of the same append only (one batch, the usual case: no update).
-        pending = self.producer_state.begin()
-        last = batches[-1][0]
-        for position, header in batches:
-            duplicate = pending.check(header, origin, markers.get(position))
-            if duplicate is not None:
-                append_time = duplicate.max_timestamp if config.log_append_time else -1
-                return AppendResult(
-                    duplicate.base_offset,
-                    duplicate.last_offset,
-                    append_time,
-                    self._log_start_offset,
-                    duplicate=True,
-                )
-            if position != last:
-                pending.update(header, markers.get(position))
         log_append_time = config.log_append_time
+        duplicate = self.producer_state.check_append(batches, origin, markers)
+        if duplicate is not None:
+            append_time = duplicate.max_timestamp if log_append_time else -1
+            return AppendResult(
+                duplicate.base_offset,
+                duplicate.last_offset,
+                append_time,
+                self._log_start_offset,
+                duplicate=True,
+            )
         next_offset = self.log_end_offset
         headers = []
         for position, header in batches:
@@ -238,13 +229,7 @@ class Log:
             next_offset = patched.base_offset + patched.last_offset_delta + 1
         self._write(records, headers, now)
         self._epoch_cache.assign(leader_epoch, headers[0].base_offset)
-        # Written: the producers' state follows, as a follower's does.
-        completed = []
-        for (position, _), header in zip(batches, headers, strict=True):
-            done = self.producer_state.replay(header, markers.get(position))
-            if done is not None:
-                completed.append(done)
-        index_aborted(self, completed)
+        replay_written(self, batches, headers, markers)  # the producers' state follows
         return AppendResult(
             headers[0].base_offset,
             next_offset - 1,
@@ -267,11 +252,9 @@ class Log:
             expected = header.next_offset
             headers.append(header)
         self._write(records, headers, self.clock.time_ms())
-        for (position, _), header in zip(batches, headers, strict=True):
+        for header in headers:
             self._epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
-            completed = self.producer_state.replay(header, markers.get(position))
-            if completed is not None:
-                index_aborted(self, [completed])
+        replay_written(self, batches, headers, markers)
         return AppendResult(
             headers[0].base_offset,
             headers[-1].last_offset,

@@ -31,6 +31,20 @@ def markers_of(
     return markers
 
 
+def replay_written(
+    log: LogView,
+    batches: list[tuple[int, BatchHeader]],
+    headers: list[BatchHeader],
+    markers: dict[int, tuple[bool, int]],
+) -> None:
+    """Batches just written (``headers``: as written, at ``batches``' positions) into
+    the producers' state; each aborted transaction a marker ends into the index."""
+    for (position, _), header in zip(batches, headers, strict=True):
+        completed = log.producer_state.replay(header, markers.get(position))
+        if completed is not None:
+            index_aborted(log, [completed])
+
+
 def index_aborted(log: LogView, completed: list[CompletedTxn]) -> None:
     """Aborted transactions go into the index of the segment holding their marker."""
     segments = log.segments

@@ -295,8 +295,24 @@ class ProducerStateManager:
         self.directory = directory
         self.producers: dict[int, ProducerEntry] = {}
 
-    def begin(self) -> ProducerAppend:
-        return ProducerAppend(self)
+    def check_append(
+        self,
+        batches: list[tuple[int, BatchHeader]],
+        origin: AppendOrigin,
+        markers: dict[int, Marker],
+    ) -> Duplicate | None:
+        """Check a leader append's batches before any is written (KafkaError if one is
+        refused); a retried batch's Duplicate. Each is checked against the state its
+        predecessors in the append would leave (one batch, the usual case: no copy)."""
+        pending = ProducerAppend(self)
+        last = batches[-1][0]
+        for position, header in batches:
+            duplicate = pending.check(header, origin, markers.get(position))
+            if duplicate is not None:
+                return duplicate
+            if position != last:
+                pending.update(header, markers.get(position))
+        return None
 
     def replay(self, header: BatchHeader, marker: Marker | None = None) -> CompletedTxn | None:
         """Apply a batch already in the log (recovery, a follower's append, a leader's
