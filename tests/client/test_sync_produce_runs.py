@@ -142,6 +142,75 @@ def test_send_and_produce_batch_between_produce_calls_keep_their_place(
     assert read_values(module_broker.bootstrap, "runs-mixed", 0, len(order)) == order
 
 
+def test_records_that_change_shape_within_a_run_keep_every_field(
+    module_broker: BrokerProcess,
+) -> None:
+    """A run is kept without key, partition, header or timestamp columns until a record
+    needs one; the records before and after it keep their own fields (none, or theirs)."""
+    topic = "runs-shapes"
+    create_topic(module_broker.bootstrap, topic, 2)
+    base_ms = 1_700_000_000_000
+    shapes: list[dict[str, Any]] = []
+    for i in range(6_000):
+        shape: dict[str, Any] = {"partition": 0}
+        if i % 1_000 == 500:
+            shape["key"] = b"k%d" % i
+        if i % 1_000 == 501:
+            shape["headers"] = [("h", b"%d" % i)]
+        if i % 1_000 == 502:
+            shape["timestamp"] = base_ms + i
+        if i % 1_000 == 503:
+            shape["partition"] = 1
+        if i % 2_000 == 1_999:
+            shape["partition"] = None
+            shape["key"] = b"x"  # the partitioner's choice, by key
+        shapes.append(shape)
+    metadata: dict[int, RecordMetadata] = {}
+
+    def on_delivery(i: int) -> Any:
+        def delivered(error: BaseException | None, meta: RecordMetadata | None) -> None:
+            assert error is None and meta is not None
+            metadata[i] = meta
+
+        return delivered
+
+    with Producer({"bootstrap.servers": module_broker.bootstrap, "linger.ms": 20}) as producer:
+        producer.produce(topic, b"first", partition=0)  # runs from here on: metadata known
+        assert producer.flush(BOUND_S)
+        for i, shape in enumerate(shapes):
+            producer.produce(topic, b"%d" % i, on_delivery=on_delivery(i), **shape)
+        assert producer.flush(BOUND_S)
+    assert sorted(metadata) == list(range(len(shapes)))
+    consumer = Consumer(
+        {"bootstrap.servers": module_broker.bootstrap, "auto.offset.reset": "earliest"}
+    )
+    consumer.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
+    got: dict[int, Any] = {}
+    for _ in range(300):
+        for record in consumer.poll(0.2):
+            if record.value != b"first":
+                got[int(record.value)] = record
+        if len(got) == len(shapes):
+            break
+    consumer.close()
+    assert sorted(got) == list(range(len(shapes)))
+    for i, shape in enumerate(shapes):
+        record, meta = got[i], metadata[i]
+        assert (record.partition, record.offset) == (meta.partition, meta.offset), i
+        if shape["partition"] is not None:
+            assert record.partition == shape["partition"], i
+        assert record.key == shape.get("key"), i
+        assert record.headers == shape.get("headers", []), i
+        if "timestamp" in shape:
+            assert record.timestamp == meta.timestamp == shape["timestamp"], i
+        else:
+            assert record.timestamp == meta.timestamp > base_ms, i
+    by_partition: dict[int, list[int]] = {}
+    for i in range(len(shapes)):
+        by_partition.setdefault(got[i].partition, []).append(got[i].offset)
+    assert all(offsets == sorted(offsets) for offsets in by_partition.values())
+
+
 def test_a_refused_batch_fails_each_of_its_records_callbacks(module_broker: BrokerProcess) -> None:
     create_topic(module_broker.bootstrap, "runs-small", 1, {"max.message.bytes": "2000"})
     outcomes: list[BaseException | None] = []

@@ -26,15 +26,16 @@ class Deliveries:
         self.lock = threading.Lock()
         self.condition = threading.Condition(self.lock)
         self.limit = limit
-        # Counted up by the producing threads (under the lock) and by the loop thread
-        # alone (without it): answering a record takes no lock unless somebody waits.
-        self._taken = 0
-        self._answered = 0
+        # Records counted in by the producing threads (under the lock; Producer.produce
+        # counts one inline) and answered by the loop thread alone (without it):
+        # answering a record takes no lock unless somebody waits.
+        self.taken = 0
+        self.settled = 0
         self.waiting = 0
 
     @property
     def unanswered(self) -> int:
-        return self._taken - self._answered
+        return self.taken - self.settled
 
     def take_room(self, records: int) -> None:
         """Refuse records the queue has no room for, as librdkafka's QUEUE_FULL does:
@@ -44,17 +45,17 @@ class Deliveries:
 
     def take_room_locked(self, records: int) -> None:
         """``take_room`` for a caller holding ``lock``."""
-        unanswered = self._taken - self._answered
+        unanswered = self.taken - self.settled
         if unanswered + records > self.limit:
             raise BufferError(
                 f"queue full: {unanswered} records not answered yet "
                 f"(queue.buffering.max.messages={self.limit})"
             )
-        self._taken += records
+        self.taken += records
 
     def answered(self, records: int) -> None:
         """On the producer's loop thread only, where every future is answered."""
-        self._answered += records
+        self.settled += records
         if self.waiting:
             with self.condition:
                 self.condition.notify_all()

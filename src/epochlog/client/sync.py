@@ -129,17 +129,24 @@ class Producer(_SyncClient):
         (delivered or failed). BufferError if the queue is full."""
         if headers is not None:
             headers = tuple(headers)  # read once, here: an iterator would be used up
-        with self._deliveries.lock:
-            self._deliveries.take_room_locked(1)
+        deliveries = self._deliveries
+        with deliveries.lock:
+            if deliveries.taken - deliveries.settled < deliveries.limit:
+                deliveries.taken += 1  # take_room_locked(1), inline: no call a record
+            else:
+                deliveries.take_room_locked(1)  # BufferError, unless answers came meanwhile
             run = self._open_run
             if run is None or run.topic != topic:
-                run = self._open_run = _Run(topic)
+                run = self._open_run = _Run(topic, partition)
                 self._handoff.append(run)
+            if (
+                key is not None
+                or headers is not None
+                or timestamp is not None
+                or partition != run.partition
+            ):
+                run.add_fields(key, partition, headers, timestamp)
             run.values.append(value)
-            run.keys.append(key)
-            run.partitions.append(partition)
-            run.headers.append(headers)
-            run.timestamps.append(timestamp)
             run.callbacks.append(on_delivery)
         if not self._draining:
             self._wake_drain()
@@ -245,29 +252,19 @@ class Producer(_SyncClient):
         """Consecutive ``produce`` calls for one topic, enqueued as one ``send_many`` when
         nothing needs waiting for; otherwise (the producer starting, the topic's metadata
         to come, a record refused at send time) each as ``send`` enqueues it."""
-        topic, n = run.topic, len(run.values)
+        topic = run.topic
         if self._producer.partitions_now(topic) is not None:
             try:
-                result = await self._producer.send_many(
-                    topic,
-                    run.values,
-                    None if run.keys.count(None) == n else run.keys,
-                    _one_or_each(run.partitions),
-                    None if run.headers.count(None) == n else run.headers,
-                    None if run.timestamps.count(None) == n else run.timestamps,
-                )
+                result = await self._producer.send_many(topic, run.values, *run.send_many_fields())
             except Exception:  # noqa: BLE001 - each record is tried alone, and so answered
                 pass
             else:
                 result.on_batch = functools.partial(self._delivered, result, run.callbacks)
                 result.future.add_done_callback(_retrieved)  # outcomes go out per batch
                 return
-        for i in range(n):
-            done: DeliveryFuture[RecordMetadata] = DeliveryFuture(
-                self._deliveries, 1, run.callbacks[i]
-            )
-            record = (run.values[i], run.keys[i], run.partitions[i], run.headers[i])
-            await self._send(_Handoff(topic, *record, run.timestamps[i], done))
+        for i, callback in enumerate(run.callbacks):
+            done: DeliveryFuture[RecordMetadata] = DeliveryFuture(self._deliveries, 1, callback)
+            await self._send(_Handoff(topic, *run.record(i), done))
 
     def _delivered(
         self,
@@ -386,30 +383,80 @@ class _Handoff:
 class _Run:
     """Consecutive ``produce`` calls for one topic, kept as columns: no object per call
     (a tuple per call, with its callback in it, stayed tracked by the cyclic collector,
-    and each full collection walked the whole backlog)."""
+    and each full collection walked the whole backlog). A run is plain, values and
+    callbacks only, until a record has a key, headers, a timestamp or another partition
+    than the first record's: from then on every field has its column. Most runs stay
+    plain, four appends a record saved."""
 
-    __slots__ = ("topic", "values", "keys", "partitions", "headers", "timestamps", "callbacks")
+    __slots__ = (
+        "topic", "partition", "values", "callbacks", "keys", "partitions", "headers", "timestamps",
+    )  # fmt: skip
 
-    def __init__(self, topic: str) -> None:
+    def __init__(self, topic: str, partition: int | None) -> None:
         self.topic = topic
+        self.partition: Any = partition  # every record's, while the run is plain
         self.values: list[bytes | None] = []
-        self.keys: list[bytes | None] = []
+        self.callbacks: list[DeliveryCallback | None] = []
+        self.keys: list[bytes | None] | None = None
         self.partitions: list[int | None] = []
         self.headers: list[Headers | None] = []
         self.timestamps: list[int | None] = []
-        self.callbacks: list[DeliveryCallback | None] = []
+
+    def add_fields(
+        self,
+        key: bytes | None,
+        partition: int | None,
+        headers: Headers | None,
+        timestamp: int | None,
+    ) -> None:
+        """The fields of the record about to be appended, in a run no longer plain."""
+        if self.keys is None:  # the columns, with the plain records' fields filled in
+            at = len(self.values)
+            self.keys = [None] * at
+            self.partitions = [self.partition] * at
+            self.headers = [None] * at
+            self.timestamps = [None] * at
+            self.partition = _NOT_PLAIN  # which no record's equals: all come here now
+        self.keys.append(key)
+        self.partitions.append(partition)
+        self.headers.append(headers)
+        self.timestamps.append(timestamp)
+
+    def send_many_fields(self) -> tuple[Any, Any, Any, Any]:
+        """``send_many``'s keys, partition, headers and timestamps for the run."""
+        if self.keys is None:
+            return None, self.partition, None, None
+        n = len(self.values)
+        partitions, first = self.partitions, self.partitions[0]
+        return (
+            None if self.keys.count(None) == n else self.keys,
+            first if partitions.count(first) == n else partitions,
+            None if self.headers.count(None) == n else self.headers,
+            None if self.timestamps.count(None) == n else self.timestamps,
+        )
+
+    def record(
+        self, i: int
+    ) -> tuple[bytes | None, bytes | None, int | None, Headers | None, int | None]:
+        """Record i's value, key, partition, headers and timestamp."""
+        if self.keys is None:
+            return self.values[i], None, self.partition, None, None
+        return (
+            self.values[i],
+            self.keys[i],
+            self.partitions[i],
+            self.headers[i],
+            self.timestamps[i],
+        )
+
+
+_NOT_PLAIN = object()
 
 
 def _retrieved(future: asyncio.Future[Any]) -> None:
     """Marks a future's error as seen: its records' callbacks had it already."""
     if not future.cancelled():
         future.exception()
-
-
-def _one_or_each(partitions: list[int | None]) -> int | list[int | None] | None:
-    """send_many's ``partition``: one for all when every record names the same."""
-    first = partitions[0]
-    return first if partitions.count(first) == len(partitions) else partitions
 
 
 def _answer(done: DeliveryFuture[T], fut: asyncio.Future[T]) -> None:
