@@ -11,6 +11,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from itertools import repeat
 from typing import Any, NamedTuple, overload
 
 import numpy as np
@@ -309,13 +310,25 @@ class SendManyResult(Sequence[RecordMetadata]):
         # batch.metadata's tuples made here: no method call a record.
         tp, base, stamps = batch.tp, batch.base_offset, batch._stamps()
         topic, partition, make = tp.topic, tp.partition, tuple.__new__
-        for i in positions:
-            callback = callbacks[i]
+        n = len(positions)
+        if type(positions) is range:  # (batch_fill) one after another in the batch too
+            first = indexes[positions.start]
+            rows: Sequence[int] = range(first, first + n)
+            calls = callbacks[positions.start : positions.stop]
+            offsets: Iterable[int] = range(base + first, base + first + n)
+        else:
+            rows = [indexes[i] for i in positions]
+            calls = [callbacks[i] for i in positions]
+            offsets = [base + row for row in rows]
+        if base < 0:
+            offsets = repeat(-1, n)
+        if type(stamps) is int:
+            stamped: Iterable[int] = repeat(stamps, n)
+        else:
+            stamped = [stamps[row] // NS_PER_MS for row in rows]  # type: ignore[index]
+        for callback, offset, stamp in zip(calls, offsets, stamped, strict=True):
             if callback is None:
                 continue
-            index = indexes[i]
-            offset = base + index if base >= 0 else -1
-            stamp = stamps if type(stamps) is int else stamps[index] // NS_PER_MS  # type: ignore[index]
             try:
                 callback(None, make(RecordMetadata, (topic, partition, offset, stamp, None)))
             except Exception:
