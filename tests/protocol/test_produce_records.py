@@ -14,7 +14,7 @@ from epochlog.broker.handlers.sasl_authenticate import API as SASL
 from epochlog.protocol.apis import decode_request_body
 
 FIRST = b"\x01" * 70
-SECOND = b"\x02" * 30
+SECOND = b"\x02" * 90
 
 
 def _request() -> ProduceRequest:

@@ -91,7 +91,7 @@ def decode_fetched(
 ) -> tuple[pa.RecordBatch, list[Progress]]:
     """Decode one partition's fetched bytes from ``fetch_offset`` into Arrow rows, with
     what they do to the consumer's position (aborted transactions dropped)."""
-    walked, fields = _decode(data, fetch_offset, check_crc, aborted)
+    walked, fields = _decode(data, fetch_offset, check_crc, aborted)  # (columns copy out)
     table = empty_batch() if fields is None else _to_arrow(fields, topic, partition)
     return table, _progress(walked, fields)
 
@@ -109,6 +109,8 @@ def decode_fetched_records(
     """The same decode into one Python object per record:
     ``make(topic, partition, offset, timestamp, key, value, headers, leader_epoch)``,
     headers a list of (str, bytes | None) and leader_epoch None for -1."""
+    if type(data) is not bytes:  # records slice their keys and values out of it
+        data = bytes(data)
     walked, fields = _decode(data, fetch_offset, check_crc, aborted)
     records = [] if fields is None else _to_records(fields, topic, partition, make)
     return records, _progress(walked, fields)
@@ -117,8 +119,6 @@ def decode_fetched_records(
 def _decode(
     data: Buffer, fetch_offset: int, check_crc: bool, aborted: list[tuple[int, int]] | None
 ) -> tuple[list[WalkedBatch], Fields | None]:
-    if type(data) is not bytes:
-        data = bytes(data)
     walked = walk_batches(data, fetch_offset, aborted)
     return walked, decode_walked(data, walked, check_crc)
 

@@ -49,6 +49,7 @@ from epochlog.client.positions import (
 )
 from epochlog.client.security import client_network
 from epochlog.client.transactions import GroupMetadata
+from epochlog.protocol.batch import Buffer
 from epochlog.protocol.divergence import Divergence, find_divergence
 from epochlog.protocol.errors import ErrorCode
 from epochlog.seams import Seams
@@ -480,8 +481,9 @@ class AsyncConsumer:
 
     async def _fetched(
         self, node: int, tp: TopicPartition, pos: PartitionPosition, p: Any
-    ) -> bytes | None:
-        """The partition's record batches, or None after handling its error."""
+    ) -> Buffer | None:
+        """The partition's record batches (a view of the answer), or None after handling
+        its error."""
         code = ErrorCode(p.error_code)
         if code != ErrorCode.NONE and node != pos.leader:
             # As the Java consumer: any error from a read replica (its log behind our
@@ -527,7 +529,7 @@ class AsyncConsumer:
             if pos.phase is Phase.AWAIT_RESET:
                 log.warning("%s: log truncated; divergence offset unknown", tp)
             return None
-        return bytes(p.records or b"")
+        return p.records or b""
 
     # -- groups and commits (client/group.py drives assign/seek) ----------------------
 

@@ -19,10 +19,12 @@ from epochlog.client.arrow_batches import (
 )
 from epochlog.client.errors import TopicPartition
 from epochlog.client.positions import PartitionPosition
+from epochlog.protocol.batch import Buffer
 
-# One partition's fetched record batches, with its position (moved by decoding them)
-# and, under read_committed, the aborted transactions of the range (else None).
-Fetched = tuple[TopicPartition, PartitionPosition, bytes, "list[tuple[int, int]] | None"]
+# One partition's fetched record batches (a view of the Fetch answer's frame), with its
+# position (moved by decoding them) and, under read_committed, the aborted transactions
+# of the range (else None).
+Fetched = tuple[TopicPartition, PartitionPosition, Buffer, "list[tuple[int, int]] | None"]
 
 
 @dataclass(slots=True)
@@ -77,7 +79,7 @@ def records_of(fetched: list[Fetched], check_crc: bool) -> ConsumerRecords:
 def _decode(
     tp: TopicPartition,
     pos: PartitionPosition,
-    data: bytes,
+    data: Buffer,
     check_crc: bool,
     aborted: list[tuple[int, int]] | None,
 ) -> list[ConsumerRecord]:

@@ -122,7 +122,7 @@ def walk_batches(
     return out
 
 
-def decode_walked(data: bytes, walked: list[WalkedBatch], check_crc: bool) -> Fields | None:
+def decode_walked(data: Buffer, walked: list[WalkedBatch], check_crc: bool) -> Fields | None:
     """Every record of the batches ``walk_batches`` picked (control batches have none)."""
     view = memoryview(data)
     sections: list[tuple[int, int, int]] = []  # start, end, count in ``data``

@@ -127,6 +127,7 @@ from kafka.protocol.sasl import (
     SaslHandshakeResponse,
 )
 
+from epochlog.protocol.batch import HEADER_SIZE
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.protocol.length_audit import LengthError, audit
 
@@ -376,18 +377,21 @@ def decode_request_body(spec: ApiSpec, version: int, body: memoryview) -> Any:
 
 
 def _records_as_views(decode: Any) -> None:
-    """Make the library's generated Produce decoder hand out each partition's records as
-    a view of the request frame. It copies a bytes field with the name ``bytes`` looked
-    up in the decoder's own globals (strings go through ``str``): bound to the identity,
-    the slice of the frame it was given comes back as is. A megabyte request was copied
-    twice before the log wrote it (here, then to patch offsets into); the log now patches
-    the frame itself where the frame is writable. tests/protocol/test_produce_records.py
-    fails if a version of the library copies another way."""
-    decode.__globals__["bytes"] = _as_is
+    """Make one of the library's generated decoders (Produce requests, Fetch responses)
+    hand out each partition's records as a view of the frame. It copies a bytes field
+    with the name ``bytes`` looked up in the decoder's own globals (strings go through
+    ``str``): bound to the identity, the slice of the frame it was given comes back as
+    is. A megabyte request was copied twice before the log wrote it (here, then to patch
+    offsets into); the log now patches the frame itself where the frame is writable.
+    tests/protocol/test_produce_records.py and test_fetch_records.py fail if a version
+    of the library copies another way."""
+    decode.__globals__["bytes"] = _view_unless_short
 
 
-def _as_is(view: memoryview) -> memoryview:
-    return view
+def _view_unless_short(view: memoryview) -> memoryview | bytes:
+    """Records as they are; anything shorter than a record batch's header (the 16 bytes
+    of a topic id, which ``uuid.UUID`` wants as bytes) copied as the library would."""
+    return view if len(view) >= HEADER_SIZE else bytes(view)
 
 
 def encode_response_header(correlation_id: int, flexible: bool) -> bytes:
@@ -399,7 +403,8 @@ def encode_response_header(correlation_id: int, flexible: bool) -> bytes:
 def decode_response(response_class: Any, version: int, frame: bytes | bytearray) -> Any:
     """A response frame (size prefix removed) decoded past its header, directly: the
     library's ``decode(header=True)`` copies the whole frame to read the header's few
-    bytes, and a fetch answer is megabytes."""
+    bytes, and a fetch answer is megabytes. A Fetch answer's records come out as views
+    of the frame (``_fetch_decoder``)."""
     flexible = (
         response_class.flexible_version_q(version) and response_class.API_KEY != ApiKey.API_VERSIONS
     )
@@ -408,7 +413,23 @@ def decode_response(response_class: Any, version: int, frame: bytes | bytearray)
         if frame[at] != 0:  # header tagged fields: none are defined, the library reads them
             return response_class.decode(frame, version=version, header=True)
         at += 1
+    if response_class.API_KEY == ApiKey.FETCH:
+        return _fetch_decoder(response_class, version)(memoryview(frame), at)[0]
     return response_class.decode(memoryview(frame)[at:], version=version)
+
+
+@functools.cache
+def _fetch_decoder(response_class: Any, version: int) -> Any:
+    """The library's Fetch response decoder for ``version``, handing out each
+    partition's records as a view of the answer's frame: the consumer decodes them
+    from there and a follower copies them once, into the buffer it appends from (they
+    were copied out of the frame first, a megabyte a partition)."""
+    flexible = response_class.flexible_version_q(version)
+    decode = response_class._struct.compiled_decode_from(
+        version, compact=flexible, tagged=flexible, data_class=response_class[None]
+    )
+    _records_as_views(decode)
+    return decode
 
 
 def frame(*parts: bytes | bytearray | memoryview) -> list[bytes | bytearray | memoryview]:

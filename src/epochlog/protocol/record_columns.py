@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from epochlog.protocol.batch import Buffer
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.protocol.records import _decode, decode_varint
 
@@ -31,7 +32,7 @@ class Fields(NamedTuple):
     """The decoded fields of the rows handed out (records below the fetch position
     dropped), before they become Arrow columns or Python objects."""
 
-    buf: bytes
+    buf: Buffer  # bytes for the record path, which slices keys and values out of it
     arr: np.ndarray
     batch_rows: np.ndarray  # rows per data batch, in walk order
     offsets: np.ndarray
@@ -61,7 +62,7 @@ _SCALAR_UP_TO = 64
 Columns = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
-def decode_records(buf: bytes, sections: np.ndarray, meta: np.ndarray) -> Fields | None:
+def decode_records(buf: Buffer, sections: np.ndarray, meta: np.ndarray) -> Fields | None:
     """Every field of every record of the ``sections`` (rows of start, end, record
     count in ``buf``; ``meta`` rows of base offset, LogAppendTime or NO_APPEND_TIME,
     base timestamp, leader epoch, fetch position); None when they hold no record."""
@@ -131,7 +132,7 @@ def take_headers(headers: Headers, index: np.ndarray) -> Headers | None:
     return Headers(keys, values, count)
 
 
-def _decode_compiled(buf: bytes, sections: np.ndarray) -> tuple[Columns, Headers | None]:
+def _decode_compiled(buf: Buffer, sections: np.ndarray) -> tuple[Columns, Headers | None]:
     from epochlog.protocol import record_walk  # numba loads with the first large fetch
 
     out = np.empty((8, int(sections[:, 2].sum())), dtype=np.int64)
@@ -145,7 +146,7 @@ def _decode_compiled(buf: bytes, sections: np.ndarray) -> tuple[Columns, Headers
     return (ts_delta, offset_delta, key_at, key_len, value_at, value_len), headers
 
 
-def _headers(buf: bytes, headers_at: np.ndarray, header_count: np.ndarray) -> Headers:
+def _headers(buf: Buffer, headers_at: np.ndarray, header_count: np.ndarray) -> Headers:
     """The headers of the records that have some (the compiled walk checked them)."""
     keys: list[bytes] = []
     values: list[bytes | None] = []
@@ -164,9 +165,11 @@ def _headers(buf: bytes, headers_at: np.ndarray, header_count: np.ndarray) -> He
     return Headers(keys, values, header_count)
 
 
-def _decode_one_by_one(buf: bytes, sections: np.ndarray) -> tuple[bytes, Columns, Headers | None]:
+def _decode_one_by_one(buf: Buffer, sections: np.ndarray) -> tuple[bytes, Columns, Headers | None]:
     """The same columns from the Python decoder, over a new buffer of the keys and
     values (the decoder hands out copies, not positions)."""
+    if type(buf) is not bytes:  # (a fetch answer's view) the decoder wants bytes
+        buf = bytes(buf)
     pieces: list[bytes] = []
     at = 0
     rows: list[tuple[int, int, int, int, int, int]] = []
