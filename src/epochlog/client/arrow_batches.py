@@ -91,7 +91,8 @@ def decode_fetched(
 ) -> tuple[pa.RecordBatch, list[Progress]]:
     """Decode one partition's fetched bytes from ``fetch_offset`` into Arrow rows, with
     what they do to the consumer's position (aborted transactions dropped)."""
-    walked, fields = _decode(data, fetch_offset, check_crc, aborted)  # (columns copy out)
+    # ``data`` may be a view of the Fetch answer: the columns copy out what they keep.
+    walked, fields = _decode(data, fetch_offset, check_crc, aborted)
     table = empty_batch() if fields is None else _to_arrow(fields, topic, partition)
     return table, _progress(walked, fields)
 

@@ -380,8 +380,8 @@ def _records_as_views(decode: Any) -> None:
     """Make one of the library's generated decoders (Produce requests, Fetch responses)
     hand out each partition's records as a view of the frame. It copies a bytes field
     with the name ``bytes`` looked up in the decoder's own globals (strings go through
-    ``str``): bound to the identity, the slice of the frame it was given comes back as
-    is. A megabyte request was copied twice before the log wrote it (here, then to patch
+    ``str``): bound to ``_view_unless_short``, the slice of the frame it was given comes
+    back as it is. A megabyte request was copied twice before the log wrote it (here, then to patch
     offsets into); the log now patches the frame itself where the frame is writable.
     tests/protocol/test_produce_records.py and test_fetch_records.py fail if a version
     of the library copies another way."""
