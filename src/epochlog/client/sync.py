@@ -388,19 +388,15 @@ class _Run:
     than the first record's: from then on every field has its column. Most runs stay
     plain, four appends a record saved."""
 
-    __slots__ = (
-        "topic", "partition", "values", "callbacks", "keys", "partitions", "headers", "timestamps",
-    )  # fmt: skip
+    __slots__ = ("topic", "partition", "values", "callbacks", "fields")
 
     def __init__(self, topic: str, partition: int | None) -> None:
         self.topic = topic
         self.partition: Any = partition  # every record's, while the run is plain
         self.values: list[bytes | None] = []
         self.callbacks: list[DeliveryCallback | None] = []
-        self.keys: list[bytes | None] | None = None
-        self.partitions: list[int | None] = []
-        self.headers: list[Headers | None] = []
-        self.timestamps: list[int | None] = []
+        # Keys, partitions, headers and timestamps, once the run is not plain.
+        self.fields: tuple[list[Any], list[Any], list[Any], list[Any]] | None = None
 
     def add_fields(
         self,
@@ -410,44 +406,37 @@ class _Run:
         timestamp: int | None,
     ) -> None:
         """The fields of the record about to be appended, in a run no longer plain."""
-        if self.keys is None:  # the columns, with the plain records' fields filled in
+        if self.fields is None:  # the columns, with the plain records' fields filled in
             at = len(self.values)
-            self.keys = [None] * at
-            self.partitions = [self.partition] * at
-            self.headers = [None] * at
-            self.timestamps = [None] * at
+            self.fields = ([None] * at, [self.partition] * at, [None] * at, [None] * at)
             self.partition = _NOT_PLAIN  # which no record's equals: all come here now
-        self.keys.append(key)
-        self.partitions.append(partition)
-        self.headers.append(headers)
-        self.timestamps.append(timestamp)
+        keys, partitions, headers_, timestamps = self.fields
+        keys.append(key)
+        partitions.append(partition)
+        headers_.append(headers)
+        timestamps.append(timestamp)
 
     def send_many_fields(self) -> tuple[Any, Any, Any, Any]:
         """``send_many``'s keys, partition, headers and timestamps for the run."""
-        if self.keys is None:
+        if self.fields is None:
             return None, self.partition, None, None
-        n = len(self.values)
-        partitions, first = self.partitions, self.partitions[0]
+        keys, partitions, headers, timestamps = self.fields
+        n, first = len(self.values), partitions[0]
         return (
-            None if self.keys.count(None) == n else self.keys,
+            None if keys.count(None) == n else keys,
             first if partitions.count(first) == n else partitions,
-            None if self.headers.count(None) == n else self.headers,
-            None if self.timestamps.count(None) == n else self.timestamps,
+            None if headers.count(None) == n else headers,
+            None if timestamps.count(None) == n else timestamps,
         )
 
     def record(
         self, i: int
     ) -> tuple[bytes | None, bytes | None, int | None, Headers | None, int | None]:
         """Record i's value, key, partition, headers and timestamp."""
-        if self.keys is None:
+        if self.fields is None:
             return self.values[i], None, self.partition, None, None
-        return (
-            self.values[i],
-            self.keys[i],
-            self.partitions[i],
-            self.headers[i],
-            self.timestamps[i],
-        )
+        keys, partitions, headers, timestamps = self.fields
+        return self.values[i], keys[i], partitions[i], headers[i], timestamps[i]
 
 
 _NOT_PLAIN = object()
