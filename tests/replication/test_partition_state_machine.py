@@ -190,6 +190,39 @@ def test_acks_all_answers(tmp_path: Path) -> None:
     assert p.ack_status(2, append_epoch=1) == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
+def test_an_append_is_answered_across_its_leaders_next_epoch(tmp_path: Path) -> None:
+    """A reassignment that keeps the leader bumps its epoch under appends waiting for
+    acks=all: they are answered as the high watermark passes them (as Kafka does), not
+    failed, which a client would retry and, with a later batch acknowledged first,
+    count as delivered without an offset (librdkafka's implicit ack)."""
+    p = make_partition(tmp_path, state(epoch=1, isr=(0, 1)))
+    p.append_as_leader(records(2))
+    p.apply_state(state(epoch=2, isr=(0, 1), pe=1), now_ms=1)
+    assert p.is_leader and p.ack_status(2, append_epoch=1) is None
+    p.record_follower_fetch(1, 2, fetch_epoch=2, now_ms=2)
+    assert p.ack_status(2, append_epoch=1) == ErrorCode.NONE
+
+
+def test_an_append_cut_under_another_leader_is_never_answered(tmp_path: Path) -> None:
+    """Leader in epoch 1, follower in 2 (its second record cut, another written there),
+    leader again in 3: the high watermark passing offset 2 says nothing of the record
+    appended in epoch 1, which is gone."""
+    p = make_partition(tmp_path, state(epoch=1, isr=(0, 1)))
+    p.append_as_leader(records(2))
+    p.apply_state(state(leader=1, epoch=2, isr=(1, 0), pe=1), now_ms=1)
+    p.truncate_to(1, "diverged from the new leader")
+    p.append_as_follower(
+        bytearray(
+            build_batch([(None, b"other", [], 1001)], base_offset=1, partition_leader_epoch=2)
+        )
+    )
+    p.apply_state(state(epoch=3, isr=(0, 1), pe=2), now_ms=2)
+    p.record_follower_fetch(1, 2, fetch_epoch=3, now_ms=3)
+    assert p.is_leader and p.high_watermark == 2
+    assert p.ack_status(2, append_epoch=1) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert p.ack_status(2, append_epoch=3) == ErrorCode.NONE
+
+
 def test_kip207_holds_clients_until_hw_reaches_epoch_start_but_not_replicas(
     tmp_path: Path,
 ) -> None:

@@ -314,13 +314,26 @@ class Partition:
     def ack_status(self, required_offset: int, append_epoch: int) -> ErrorCode | None:
         """For an acks=all append ending before ``required_offset`` made in
         ``append_epoch``: its answer, or None while it must still wait."""
-        if not self.is_leader or self.leader_epoch != append_epoch:
+        if not self.is_leader or not self._still_holds(required_offset, append_epoch):
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         if self.high_watermark < required_offset:
             return None
         if len(self.state.isr) < self.log.config.min_insync_replicas:
             return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         return ErrorCode.NONE
+
+    def _still_holds(self, required_offset: int, append_epoch: int) -> bool:
+        """Whether the records this leader appended in ``append_epoch``, up to
+        ``required_offset``, are still in its log where they were appended: always within
+        that epoch; after a later epoch of its own (a reassignment that leaves the leader
+        where it is bumps the epoch), if the log's epoch history still has that epoch
+        reach ``required_offset``, which it would not had the log been cut and refilled
+        under another leader since. Kafka's DelayedProduce likewise answers an append
+        once the high watermark passes it, across its leader's new epochs."""
+        if self.leader_epoch == append_epoch:
+            return True
+        epoch, end = self.log.end_offset_for_epoch(append_epoch)
+        return epoch == append_epoch and end >= required_offset
 
     # -- leader: ISR proposals -------------------------------------------------------------
 
