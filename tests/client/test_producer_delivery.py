@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter, deque
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -186,7 +186,7 @@ def test_a_record_handed_over_just_as_the_drain_stops_is_still_sent(
         main = threading.current_thread()
         armed = [0]
 
-        class RacingQueue(deque):  # type: ignore[type-arg]
+        class RacingQueue(list):  # type: ignore[type-arg]
             def __bool__(self) -> bool:
                 empty = len(self) == 0
                 if empty and armed[0] and threading.current_thread() is not main:
@@ -195,7 +195,7 @@ def test_a_record_handed_over_just_as_the_drain_stops_is_still_sent(
                         producer.produce("race", b"late", on_delivery=seen.callback(b"late"))
                 return not empty
 
-        producer._handoff = RacingQueue(producer._handoff)
+        producer._queue = RacingQueue(producer._queue)
         armed[0] = 1
         producer.produce("race", b"trigger", on_delivery=seen.callback(b"trigger"))
         deadline = time.monotonic() + 30

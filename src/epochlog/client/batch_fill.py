@@ -4,11 +4,10 @@ records placed by bisecting their sizes, columns grouped by numpy."""
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from itertools import accumulate, repeat
-from operator import add, itemgetter
+from itertools import repeat
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -20,6 +19,7 @@ from epochlog.client.produce_batch import (
     SendManyResult,
     _Batch,
     enqueue,
+    value_lengths,
 )
 from epochlog.protocol.column_rows import BinaryColumn, ColumnRows
 from epochlog.seams import Clock
@@ -39,11 +39,13 @@ def fill_batches(
     pick: Callable[[str, bytes | None, int], int],
     clock: Clock,
     room: int,
+    lengths: np.ndarray | None = None,
 ) -> None:
     """``send_many``'s records appended to their partitions' open batches (new ones
     when full, ``room`` bytes each), with what is looked up per record hoisted out of
     the loop: ``fixed`` is one partition for all, ``chosen`` one per record, neither
-    means ``pick`` by key. ``result`` learns each record's batch and index."""
+    means ``pick`` by key. ``result`` learns each record's batch and index. ``lengths``:
+    the values' (``value_lengths``), if already counted."""
     if fixed is None and (chosen is None or None in chosen):
         # Every partition picked before anything is appended: a key the partitioner
         # cannot hash fails the call with nothing of it enqueued.
@@ -53,13 +55,15 @@ def fill_batches(
             else chosen[i]
             for i in range(len(values))
         ]
-    plain = headers is None and timestamps is None and None not in values
+    if lengths is None:
+        lengths = value_lengths(values)  # (None again if a value is None)
+    plain = headers is None and timestamps is None and lengths is not None
     if plain and fixed is not None and keys is None:
         tp = TopicPartition(topic, fixed)
-        _fill_one_partition(result, queues, tp, values, clock, room)  # type: ignore[arg-type]
+        _fill_one_partition(result, queues, tp, values, lengths, clock, room)  # type: ignore[arg-type]
         return
     if plain and chosen is not None and None not in chosen and (keys is None or None not in keys):
-        _fill_by_partition(result, queues, topic, values, keys, chosen, clock, room)  # type: ignore[arg-type]
+        _fill_by_partition(result, queues, topic, values, keys, lengths, chosen, clock, room)  # type: ignore[arg-type]
         return
     batches, indexes, placed = result._batches, result._indexes, result._placed
     now = clock.time_ms()
@@ -111,32 +115,37 @@ def _fill_partition(
     tp: TopicPartition,
     values: Sequence[bytes],
     keys: Sequence[bytes] | None,
+    lengths: np.ndarray,
     now: int,
     clock: Clock,
     room: int,
 ) -> list[tuple[_Batch, int, int, int]]:
-    """Records of one partition (no null value or key, no headers, stamped ``now``)
-    appended batch by batch, how many fit found by bisecting the running total of
-    their sizes, instead of record by record. Per batch filled: (batch, index in it of
-    the first record put there, how many, position in ``values`` of the first)."""
+    """Records of one partition (no null value or key, no headers, stamped ``now``;
+    ``lengths``: the values') appended batch by batch, how many fit found by searching
+    the running total of their sizes, instead of record by record. Per batch filled:
+    (batch, index in it of the first record put there, how many, position in
+    ``values`` of the first)."""
     queue, batch = _open_batch(queues, tp, result)
-    sizes = map(len, values) if keys is None else map(add, map(len, values), map(len, keys))
-    # totals[k]: the size of the first k records (summed in C: no Python call a record).
-    totals = list(accumulate(map(RECORD_OVERHEAD.__add__, sizes), initial=0))
+    sizes = lengths + RECORD_OVERHEAD
+    if keys is not None:
+        sizes += np.fromiter(map(len, keys), np.int64, len(keys))
+    # totals[k]: the size of the first k records (summed by numpy: no Python int a record).
+    totals = np.zeros(len(values) + 1, np.int64)
+    np.cumsum(sizes, out=totals[1:])
     filled = []
     n, i = len(values), 0
     while i < n:
-        if batch is None or (batch.records and batch.size + totals[i + 1] - totals[i] > room):
+        if batch is None or (batch.records and batch.size + int(sizes[i]) > room):
             batch = _Batch(tp, clock.monotonic())
             enqueue(queue, batch)
             batch.join(result)
         # The records i..j-1 whose sizes, added to the batch's, stay within room.
-        j = bisect_right(totals, totals[i] + room - batch.size, lo=i + 1) - 1
+        j = int(np.searchsorted(totals, totals[i] + room - batch.size, side="right")) - 1
         j = max(j, i + 1)  # an empty batch takes one record whatever its size
         records = batch.records
         filled.append((batch, len(records), j - i, i))
         records.extend(None if keys is None else keys[i:j], values[i:j], now)  # type: ignore[union-attr]
-        batch.size += totals[j] - totals[i]
+        batch.size += int(totals[j] - totals[i])
         i = j
     return filled
 
@@ -146,12 +155,14 @@ def _fill_one_partition(
     queues: dict[TopicPartition, deque[_Batch]],
     tp: TopicPartition,
     values: Sequence[bytes],
+    lengths: np.ndarray,
     clock: Clock,
     room: int,
 ) -> None:
     """``fill_batches`` for values alone to one partition (what a run of ``produce``
     calls mostly is)."""
-    filled = _fill_partition(result, queues, tp, values, None, clock.time_ms(), clock, room)
+    now = clock.time_ms()
+    filled = _fill_partition(result, queues, tp, values, None, lengths, now, clock, room)
     for batch, first, count, at in filled:
         result._batches.extend(repeat(batch, count))
         result._indexes.extend(range(first, first + count))
@@ -164,6 +175,7 @@ def _fill_by_partition(
     topic: str,
     values: Sequence[bytes],
     keys: Sequence[bytes] | None,
+    lengths: np.ndarray,
     chosen: Sequence[int],
     clock: Clock,
     room: int,
@@ -183,7 +195,7 @@ def _fill_by_partition(
             group_keys = [pick(keys)] if len(positions) == 1 else pick(keys)
         tp = TopicPartition(topic, int(parts[group[0]]))
         for batch, first, count, at in _fill_partition(
-            result, queues, tp, group_values, group_keys, now, clock, room
+            result, queues, tp, group_values, group_keys, lengths[group], now, clock, room
         ):
             placement.put(batch, group[at : at + count], first)
     placement.done()

@@ -26,9 +26,10 @@ class Deliveries:
         self.lock = threading.Lock()
         self.condition = threading.Condition(self.lock)
         self.limit = limit
-        # Records counted in by the producing threads (under the lock; Producer.produce
-        # counts one inline) and answered by the loop thread alone (without it):
-        # answering a record takes no lock unless somebody waits.
+        # Records counted in (under the lock: by the producing threads, and by the sync
+        # Producer's drain as it takes produce() records from its queue) and answered by
+        # the loop thread alone (without it): answering takes no lock unless somebody
+        # waits.
         self.taken = 0
         self.settled = 0
         self.waiting = 0
@@ -45,13 +46,18 @@ class Deliveries:
 
     def take_room_locked(self, records: int) -> None:
         """``take_room`` for a caller holding ``lock``."""
-        unanswered = self.taken - self.settled
+        self.check_room_locked(records)
+        self.taken += records
+
+    def check_room_locked(self, records: int, queued: int = 0) -> None:
+        """BufferError unless ``records`` more fit beside ``queued`` ones not counted in
+        yet (the sync Producer's queue), for a caller holding ``lock``."""
+        unanswered = self.taken + queued - self.settled
         if unanswered + records > self.limit:
             raise BufferError(
                 f"queue full: {unanswered} records not answered yet "
                 f"(queue.buffering.max.messages={self.limit})"
             )
-        self.taken += records
 
     def answered(self, records: int) -> None:
         """On the producer's loop thread only, where every future is answered."""

@@ -70,11 +70,13 @@ def check_send_many(
     headers: Sequence[Iterable[tuple[str, bytes | None]] | None] | None,
     timestamps: Sequence[int | None] | None,
     max_request_size: int,
-) -> None:
+) -> np.ndarray | None:
     """``send_many``'s arguments checked before anything is enqueued: one length for
     every per-record sequence, and no record over ``max.request.size`` (with keys or
-    headers: by ``check_sizes`` as the records are filled in)."""
+    headers: by ``check_sizes`` as the records are filled in). Returns the values'
+    lengths (``value_lengths``), which ``fill_batches`` uses again."""
     n = len(values)
+    lengths = value_lengths(values)
     for name, seq in (("keys", keys), ("headers", headers), ("timestamps", timestamps)):
         if seq is not None and len(seq) != n:
             raise ValueError(f"{name} has {len(seq)} items for {n} values")
@@ -83,14 +85,23 @@ def check_send_many(
     if keys is None and headers is None and n:
         limit = max_request_size - BATCH_OVERHEAD - RECORD_OVERHEAD
         biggest = (
-            max(map(len, values))
-            if None not in values
+            int(lengths.max())
+            if lengths is not None
             else max((len(v) for v in values if v), default=0)
         )
         if biggest > limit:
             tp = TopicPartition(topic, partition if isinstance(partition, int) else -1)
             size = biggest + RECORD_OVERHEAD + BATCH_OVERHEAD
             raise RecordTooLargeError(tp, size, max_request_size)
+    return lengths
+
+
+def value_lengths(values: Sequence[bytes | None]) -> np.ndarray | None:
+    """Every value's length (int64, counted in C), or None if a value is None."""
+    try:
+        return np.fromiter(map(len, values), np.int64, len(values))
+    except TypeError:  # len(None)
+        return None
 
 
 def check_send_columns(

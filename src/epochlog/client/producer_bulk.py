@@ -71,9 +71,11 @@ class BulkSends:
         ``keys``, ``headers``, ``timestamps`` and a sequence ``partition`` are per record
         (same length as ``values``); an int ``partition`` applies to all. A record over
         ``max.request.size`` raises RecordTooLargeError before anything is enqueued."""
-        check_send_many(topic, values, keys, partition, headers, timestamps, self._max_request_size)
+        lengths = check_send_many(
+            topic, values, keys, partition, headers, timestamps, self._max_request_size
+        )
         count = await self._count_for_many(topic)
-        return self._add_many(topic, values, keys, partition, headers, timestamps, count)
+        return self._add_many(topic, values, keys, partition, headers, timestamps, count, lengths)
 
     async def send_columns(
         self,
@@ -129,6 +131,7 @@ class BulkSends:
         headers: Sequence[Headers | None] | None,
         timestamps: Sequence[int | None] | None,
         count: int,
+        lengths: np.ndarray | None,
     ) -> SendManyResult:
         """``_add`` for many records, with what it looks up per record hoisted out of the
         loop. Everything is checked first, so nothing is enqueued when anything is wrong."""
@@ -161,6 +164,7 @@ class BulkSends:
             self._partitioner.partition,
             self._clock,
             self._batch_room,
+            lengths,
         )
         self._idle.clear()
         self._wake.set()

@@ -9,7 +9,6 @@ import functools
 import inspect
 import logging
 import threading
-from collections import deque
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -97,10 +96,13 @@ class Producer(_SyncClient):
     as its batches are answered: no object per record on the way in."""
 
     def __init__(self, config: Mapping[str, object]) -> None:
-        self._handoff: deque[_Handoff | _BatchHandoff | _Run] = deque()
-        # The run produce() appends to, until anything else is handed off (guarded by
-        # the deliveries' lock, taken anyway to count the record).
-        self._open_run: _Run | None = None
+        # What produce(), send() and produce_batch() hand over, in call order: _STRIDE
+        # slots an entry, flat. A produce() adds its entry with one list.extend, which
+        # the GIL makes atomic: no lock a record, no object a record.
+        self._queue: list[Any] = []
+        # send() and produce_batch() entries in the queue (their records are counted in
+        # the deliveries already); changed under the deliveries' lock.
+        self._queued_items = 0
         self._drain_lock = threading.Lock()
         self._draining = False
         self._drain_task: asyncio.Task[None] | None = None
@@ -129,27 +131,25 @@ class Producer(_SyncClient):
         (delivered or failed). BufferError if the queue is full."""
         if headers is not None:
             headers = tuple(headers)  # read once, here: an iterator would be used up
-        deliveries = self._deliveries
-        with deliveries.lock:
-            if deliveries.taken - deliveries.settled < deliveries.limit:
-                deliveries.taken += 1  # take_room_locked(1), inline: no call a record
-            else:
-                deliveries.take_room_locked(1)  # BufferError, unless answers came meanwhile
-            run = self._open_run
-            if run is None or run.topic != topic:
-                run = self._open_run = _Run(topic, partition)
-                self._handoff.append(run)
-            if (
-                key is not None
-                or headers is not None
-                or timestamp is not None
-                or partition != run.partition
-            ):
-                run.add_fields(key, partition, headers, timestamp)
-            run.values.append(value)
-            run.callbacks.append(on_delivery)
+        queue, deliveries = self._queue, self._deliveries
+        # Without the lock: the drain counts records in before it takes their entries
+        # out, and the queue is read first, so this can count some twice (and the exact
+        # check decides), never miss one.
+        if len(queue) // _STRIDE + deliveries.taken - deliveries.settled >= deliveries.limit:
+            self._enqueue_if_room(topic, value, on_delivery, key, partition, headers, timestamp)
+        else:
+            queue.extend((topic, value, on_delivery, key, partition, headers, timestamp))
         if not self._draining:
             self._wake_drain()
+
+    def _enqueue_if_room(self, *entry: Any) -> None:
+        """A produce() entry, its room checked exactly (under the lock): BufferError if
+        the queue is full. Threads producing at once, each checking without the lock
+        before it adds, can each pass the limit by the record it adds."""
+        with self._deliveries.lock:
+            queued = len(self._queue) // _STRIDE - self._queued_items
+            self._deliveries.check_room_locked(1, queued)
+            self._queue.extend(entry)
 
     def send(
         self,
@@ -189,9 +189,9 @@ class Producer(_SyncClient):
         """Queue for the producer's thread; wake its drain unless one is running. A
         running drain looks at the queue again after it lowers its flag, so the flag is
         read without the lock: no lock per record shared with the loop thread."""
-        with self._deliveries.lock:  # later produce() calls go after it, in a new run
-            self._open_run = None
-            self._handoff.append(item)
+        with self._deliveries.lock:
+            self._queue.extend((item, *_NO_FIELDS))
+            self._queued_items += 1
         if not self._draining:
             self._wake_drain()
 
@@ -216,55 +216,82 @@ class Producer(_SyncClient):
         self._drain_task = self._thread.loop.create_task(self._drain())
 
     async def _drain(self) -> None:
-        append_now = self._producer.append_now
-        handoff = self._handoff
+        queue = self._queue
         while True:
-            while handoff:
-                item = handoff.popleft()
-                if type(item) is _Run:
-                    with self._deliveries.lock:  # no produce() appends to it from now on
-                        if self._open_run is item:
-                            self._open_run = None
-                    await self._send_run(item)
-                    continue
-                if type(item) is _BatchHandoff:
-                    await self._send_batch(item)
-                    continue
-                try:  # the record's future is its batch's waiter: no coroutine, no task
-                    if append_now(
-                        item.topic, item.value, item.key, item.partition, item.headers,
-                        item.timestamp, item.done,
-                    ):  # fmt: skip
-                        continue
-                except Exception as exc:  # refused at send time (max.request.size)
-                    item.done.set_exception(exc)
-                    continue
-                await self._send(item)
+            while queue:
+                await self._send_entries(self._take_queued())
             self._draining = False
-            if not self._handoff:  # a record queued before the flag fell is seen here
+            if not queue:  # a record queued before the flag fell is seen here
                 return
             with self._drain_lock:
                 if self._draining:  # ... unless its produce() started a drain of its own
                     return
                 self._draining = True
 
-    async def _send_run(self, run: _Run) -> None:
+    def _take_queued(self) -> list[Any]:
+        """Every entry queued so far, out of the queue; their produce() records counted
+        against ``queue.buffering.max.messages`` first (see produce)."""
+        queue, deliveries = self._queue, self._deliveries
+        with deliveries.lock:
+            entries = queue[:]
+            deliveries.taken += len(entries) // _STRIDE - self._queued_items
+            self._queued_items = 0
+            del queue[: len(entries)]
+        return entries
+
+    async def _send_entries(self, entries: list[Any]) -> None:
+        """Queued entries in order: each run of produce() records for one topic as one
+        send_many, each send() and produce_batch() as it came."""
+        topics = entries[_TOPIC::_STRIDE]
+        n, start = len(topics), 0
+        while start < n:
+            topic = topics[start]
+            if type(topic) is _BatchHandoff:
+                await self._send_batch(topic)
+                start += 1
+                continue
+            if type(topic) is _Handoff:
+                await self._send_one(topic)
+                start += 1
+                continue
+            end = n if start == 0 and topics.count(topic) == n else start + 1
+            while end < n and type(topics[end]) is str and topics[end] == topic:
+                end += 1
+            await self._send_run(topic, entries[start * _STRIDE : end * _STRIDE])
+            start = end
+
+    async def _send_one(self, item: _Handoff) -> None:
+        try:  # the record's future is its batch's waiter: no coroutine, no task
+            placed = self._producer.append_now(
+                item.topic, item.value, item.key, item.partition, item.headers,
+                item.timestamp, item.done,
+            )  # fmt: skip
+        except Exception as exc:  # refused at send time (max.request.size)
+            item.done.set_exception(exc)
+            return
+        if not placed:
+            await self._send(item)
+
+    async def _send_run(self, topic: str, entries: list[Any]) -> None:
         """Consecutive ``produce`` calls for one topic, enqueued as one ``send_many`` when
         nothing needs waiting for; otherwise (the producer starting, the topic's metadata
         to come, a record refused at send time) each as ``send`` enqueues it."""
-        topic = run.topic
+        values, callbacks = entries[_VALUE::_STRIDE], entries[_CALLBACK::_STRIDE]
+        fields = [entries[slot::_STRIDE] for slot in _FIELDS]
         if self._producer.partitions_now(topic) is not None:
             try:
-                result = await self._producer.send_many(topic, run.values, *run.send_many_fields())
+                result = await self._producer.send_many(topic, values, *_run_fields(fields))
             except Exception:  # noqa: BLE001 - each record is tried alone, and so answered
                 pass
             else:
-                result.on_batch = functools.partial(self._delivered, result, run.callbacks)
+                result.on_batch = functools.partial(self._delivered, result, callbacks)
                 result.future.add_done_callback(_retrieved)  # outcomes go out per batch
                 return
-        for i, callback in enumerate(run.callbacks):
+        keys, partitions, headers, timestamps = fields
+        for i, callback in enumerate(callbacks):
             done: DeliveryFuture[RecordMetadata] = DeliveryFuture(self._deliveries, 1, callback)
-            await self._send(_Handoff(topic, *run.record(i), done))
+            record = (values[i], keys[i], partitions[i], headers[i], timestamps[i])
+            await self._send(_Handoff(topic, *record, done))
 
     def _delivered(
         self,
@@ -380,66 +407,25 @@ class _Handoff:
     done: DeliveryFuture[RecordMetadata]
 
 
-class _Run:
-    """Consecutive ``produce`` calls for one topic, kept as columns: no object per call
-    (a tuple per call, with its callback in it, stayed tracked by the cyclic collector,
-    and each full collection walked the whole backlog). A run is plain, values and
-    callbacks only, until a record has a key, headers, a timestamp or another partition
-    than the first record's: from then on every field has its column. Most runs stay
-    plain, four appends a record saved."""
-
-    __slots__ = ("topic", "partition", "values", "callbacks", "fields")
-
-    def __init__(self, topic: str, partition: int | None) -> None:
-        self.topic = topic
-        self.partition: Any = partition  # every record's, while the run is plain
-        self.values: list[bytes | None] = []
-        self.callbacks: list[DeliveryCallback | None] = []
-        # Keys, partitions, headers and timestamps, once the run is not plain.
-        self.fields: tuple[list[Any], list[Any], list[Any], list[Any]] | None = None
-
-    def add_fields(
-        self,
-        key: bytes | None,
-        partition: int | None,
-        headers: Headers | None,
-        timestamp: int | None,
-    ) -> None:
-        """The fields of the record about to be appended, in a run no longer plain."""
-        if self.fields is None:  # the columns, with the plain records' fields filled in
-            at = len(self.values)
-            self.fields = ([None] * at, [self.partition] * at, [None] * at, [None] * at)
-            self.partition = _NOT_PLAIN  # which no record's equals: all come here now
-        keys, partitions, headers_, timestamps = self.fields
-        keys.append(key)
-        partitions.append(partition)
-        headers_.append(headers)
-        timestamps.append(timestamp)
-
-    def send_many_fields(self) -> tuple[Any, Any, Any, Any]:
-        """``send_many``'s keys, partition, headers and timestamps for the run."""
-        if self.fields is None:
-            return None, self.partition, None, None
-        keys, partitions, headers, timestamps = self.fields
-        n, first = len(self.values), partitions[0]
-        return (
-            None if keys.count(None) == n else keys,
-            first if partitions.count(first) == n else partitions,
-            None if headers.count(None) == n else headers,
-            None if timestamps.count(None) == n else timestamps,
-        )
-
-    def record(
-        self, i: int
-    ) -> tuple[bytes | None, bytes | None, int | None, Headers | None, int | None]:
-        """Record i's value, key, partition, headers and timestamp."""
-        if self.fields is None:
-            return self.values[i], None, self.partition, None, None
-        keys, partitions, headers, timestamps = self.fields
-        return self.values[i], keys[i], partitions[i], headers[i], timestamps[i]
+# A produce() entry's slots in the hand-off queue. A send() or produce_batch() entry holds
+# its _Handoff or _BatchHandoff where a produce() entry holds its topic, then nothing.
+_TOPIC, _VALUE, _CALLBACK, _KEY, _PARTITION, _HEADERS, _TIMESTAMP = range(7)
+_STRIDE = 7
+_FIELDS = (_KEY, _PARTITION, _HEADERS, _TIMESTAMP)
+_NO_FIELDS = (None,) * (_STRIDE - 1)
 
 
-_NOT_PLAIN = object()
+def _run_fields(fields: list[list[Any]]) -> tuple[Any, Any, Any, Any]:
+    """``send_many``'s keys, partition, headers and timestamps for a run's columns of
+    them: None for a column of nulls, one partition for a run that names only one."""
+    keys, partitions, headers, timestamps = fields
+    n, first = len(keys), partitions[0]
+    return (
+        None if keys.count(None) == n else keys,
+        first if partitions.count(first) == n else partitions,
+        None if headers.count(None) == n else headers,
+        None if timestamps.count(None) == n else timestamps,
+    )
 
 
 def _retrieved(future: asyncio.Future[Any]) -> None:
