@@ -125,6 +125,29 @@ def test_a_full_queue_refuses_with_buffer_error_and_answers_what_it_took(
     assert seen.calls == Counter({v: 1 for v in [*accepted, b"after"]}) and not seen.errors
 
 
+def test_a_full_queue_counts_send_and_produce_batch_records_once(broker_factory: Any) -> None:
+    """produce() checks for room without a lock, counting entries still in the hand-off
+    list; records of send() and produce_batch() sitting there are counted once, so the
+    queue takes exactly its limit, whether or not the drain has moved them yet."""
+    broker = broker_factory()
+    seen = Deliveries()
+    config = {
+        "bootstrap.servers": broker.bootstrap,
+        "queue.buffering.max.messages": 50,
+        "linger.ms": 1000,
+    }
+    with Producer(config) as producer:
+        batch = producer.produce_batch("mixed", [b"b-%d" % i for i in range(10)])
+        sent = [producer.send("mixed", b"s-%d" % i) for i in range(5)]
+        values = [b"p-%d" % i for i in range(35)]
+        produce_all(producer, "mixed", values, seen)
+        with pytest.raises(BufferError, match=r"queue full: 50 records"):
+            producer.produce("mixed", b"one too many", on_delivery=seen.callback(b"x"))
+        assert producer.flush(30)
+        assert len(batch.result(30)) == 10 and all(f.result(30).offset >= 0 for f in sent)
+    assert seen.calls == Counter({v: 1 for v in values}) and not seen.errors
+
+
 def test_threads_producing_at_once_lose_no_record_and_keep_each_threads_order(
     broker_factory: Any,
 ) -> None:
