@@ -55,9 +55,10 @@ def fill_batches(
             else chosen[i]
             for i in range(len(values))
         ]
-    if lengths is None:
+    plain = headers is None and timestamps is None
+    if plain and lengths is None:
         lengths = value_lengths(values)  # (None again if a value is None)
-    plain = headers is None and timestamps is None and lengths is not None
+    plain = plain and lengths is not None
     if plain and fixed is not None and keys is None:
         tp = TopicPartition(topic, fixed)
         _fill_one_partition(result, queues, tp, values, lengths, clock, room)  # type: ignore[arg-type]

@@ -74,9 +74,10 @@ def check_send_many(
     """``send_many``'s arguments checked before anything is enqueued: one length for
     every per-record sequence, and no record over ``max.request.size`` (with keys or
     headers: by ``check_sizes`` as the records are filled in). Returns the values'
-    lengths (``value_lengths``), which ``fill_batches`` uses again."""
+    lengths (``value_lengths``) for records without headers, which ``fill_batches``
+    fills by; None for the rest."""
     n = len(values)
-    lengths = value_lengths(values)
+    lengths = None if headers is not None else value_lengths(values)
     for name, seq in (("keys", keys), ("headers", headers), ("timestamps", timestamps)):
         if seq is not None and len(seq) != n:
             raise ValueError(f"{name} has {len(seq)} items for {n} values")
