@@ -179,12 +179,12 @@ class AsyncProducer(BulkSends, TransactionalApi):
                     records.set_key(key)
                 batch.size = size
                 if size >= last.turn_at:
-                    future = RecordFuture(outcomes, len(values) - 1)
+                    future = RecordFuture((outcomes, len(values) - 1))
                     if last.turned():
                         self._wake.set()
                     await self._clock.sleep(0)
                     return future
-                return RecordFuture(outcomes, len(values) - 1)
+                return RecordFuture((outcomes, len(values) - 1))
         # partitions_now, inline: this is the path of every record sent one by one.
         if (
             self._sender is not None
@@ -312,7 +312,7 @@ class AsyncProducer(BulkSends, TransactionalApi):
             and not self._enqueue_order.busy  # (not from the slow path: others may queue)
         ):
             self._last.remember(topic, asked, batch)
-        return RecordFuture(outcomes, index)
+        return RecordFuture((outcomes, index))
 
     async def send_and_wait(self, topic: str, value: bytes | None = None, **kw: Any) -> Any:
         return await (await self.send(topic, value, **kw))
