@@ -55,6 +55,20 @@ async def _await(future: Any) -> Any:
     return await future
 
 
+def test_a_record_future_equals_only_a_future_of_the_same_record() -> None:
+    async def scenario() -> None:
+        outcomes: RecordOutcomes[str] = RecordOutcomes(asyncio.get_running_loop())
+        other: RecordOutcomes[str] = RecordOutcomes(asyncio.get_running_loop())
+        first = outcomes.future(0)
+        same = outcomes.future(0)
+        assert (first == same, first != same) == (True, False)
+        assert hash(first) == hash(outcomes.future(0))
+        for different in (outcomes.future(1), other.future(0), (outcomes, 0), 0):
+            assert (first == different, first != different) == (False, True), different
+
+    run(scenario)
+
+
 def test_an_error_reaches_every_record_and_every_way_of_waiting() -> None:
     async def scenario() -> None:
         outcomes: RecordOutcomes[str] = RecordOutcomes(asyncio.get_running_loop())

@@ -153,6 +153,9 @@ class RecordFuture(tuple, Generic[T]):  # type: ignore[type-arg]
     def __eq__(self, other: object) -> bool:
         return type(other) is RecordFuture and other[0] is self[0] and other[1] == self[1]
 
+    def __ne__(self, other: object) -> bool:
+        return not self == other  # (tuple's would differ from __eq__ for a plain tuple)
+
     __hash__ = tuple.__hash__  # (outcomes, position), as equality
 
     def __repr__(self) -> str:
