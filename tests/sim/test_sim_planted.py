@@ -59,7 +59,9 @@ def test_a_follower_fetching_before_it_truncates_is_caught(
     never had, and two ISR members differ below the high watermark."""
     monkeypatch.setattr(fetcher, "_PLANTED_FETCH_BEFORE_TRUNCATING", True)
     options = SimOptions(duration=12.0, faults=("kill",))
-    result = first_failure(options, range(1, 201))  # seed 1 catches it
+    # Seed 48 catches it (seeds 1..47 do not since the producer's yield behind a full
+    # batch moved the interleavings); starting there keeps CI from replaying 47 seeds.
+    result = first_failure(options, range(48, 248))
     assert broken(result) & {"WeakIsr", "StrongIsr"}, result.findings
     assert broken(result) <= {"WeakIsr", "StrongIsr", "lost-write", "inconsistent-offsets"}
     monkeypatch.undo()
