@@ -29,7 +29,6 @@ from dataclasses import dataclass
 
 from epochlog.protocol.records import build_batch
 from epochlog.sim import checkers
-from epochlog.storage.quarantine import QUARANTINE_DIR
 
 # Each judged checker and the event kinds it cannot be judged without.
 EVIDENCE: dict[str, tuple[str, ...]] = {
@@ -123,6 +122,10 @@ def lost_records(history: checkers.History, topic: str) -> list[tuple[str, bytes
 def read_quarantines(log_dirs: Sequence[str], topic: str) -> dict[str, list[bytes]]:
     """``topic-N`` -> the bytes of every quarantine file of that partition on any of
     the brokers' log directories."""
+    # Here, not at the top: `epochlog --help` loads this module, and the storage
+    # package (numpy among it) is 0.2 s of CPU a command that does not need it.
+    from epochlog.storage.quarantine import QUARANTINE_DIR
+
     kept: dict[str, list[bytes]] = {}
     for log_dir in log_dirs:
         if not os.path.isdir(log_dir):

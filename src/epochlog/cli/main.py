@@ -27,9 +27,7 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 
-from epochlog.broker.broker import Broker
 from epochlog.broker.config import BrokerConfig, parse_properties
-from epochlog.broker.process_memory import keep_large_buffers
 from epochlog.chaos.command import add_chaos_arguments
 from epochlog.cli import (
     acl_commands,
@@ -43,14 +41,14 @@ from epochlog.cli.logs import configure_logging
 from epochlog.client.errors import ClientError
 from epochlog.demo import add_arguments as add_demo_arguments
 from epochlog.protocol.errors import KafkaError
-from epochlog.seams.real import real_seams
 from epochlog.settings.broker import BROKER
 from epochlog.settings.registry import SettingError
 from epochlog.sim.command import add_sim_arguments
 from epochlog.sim.command import run_from_args as run_sim_from_args
-from epochlog.tools import local_security, quarantine
-from epochlog.tools.local_cluster import LocalCluster, run_local_cluster
-from epochlog.tools.settings_reference import reference
+
+# What one command alone needs (the broker, a local cluster, the quarantine tools) is
+# imported in that command's function: every `epochlog` call, a broker's start among
+# them, would otherwise pay for all of them (1.15 s of CPU before, for `--help`).
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
@@ -82,6 +80,9 @@ def _broker_config(args: argparse.Namespace) -> BrokerConfig:
 async def run_broker(config: BrokerConfig) -> None:
     """Serve until SIGTERM or SIGINT, then stop cleanly (leadership handed away, flush,
     checkpoints)."""
+    from epochlog.broker.broker import Broker
+    from epochlog.seams.real import real_seams
+
     broker = Broker(config, real_seams())
     await broker.start()
     stop = asyncio.Event()
@@ -98,6 +99,8 @@ async def run_broker(config: BrokerConfig) -> None:
 
 
 def _cmd_broker(args: argparse.Namespace) -> int:
+    from epochlog.broker.process_memory import keep_large_buffers
+
     try:
         config = _broker_config(args)
     except (OSError, ValueError) as exc:
@@ -115,6 +118,9 @@ def _cmd_broker(args: argparse.Namespace) -> int:
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
+    from epochlog.tools import local_security
+    from epochlog.tools.local_cluster import LocalCluster, run_local_cluster
+
     settings = dict(args.set or [])
     try:
         BROKER.parse(settings)
@@ -131,6 +137,8 @@ def _cmd_up(args: argparse.Namespace) -> int:
 
 
 def _cmd_settings(args: argparse.Namespace) -> int:
+    from epochlog.tools.settings_reference import reference
+
     print(reference(), end="")
     return 0
 
@@ -213,6 +221,8 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 
 def _cmd_quarantine(args: argparse.Namespace) -> int:
+    from epochlog.tools import quarantine
+
     if args.action == "list":
         return _run(lambda: quarantine.format_entries(quarantine.entries(args.log_dirs.split(","))))
     if args.action == "show":
@@ -223,6 +233,7 @@ def _cmd_quarantine(args: argparse.Namespace) -> int:
 async def _console(args: argparse.Namespace) -> None:
     # aiohttp comes with the `console` extra: only this command needs it.
     from epochlog.console import app as console_app
+    from epochlog.seams.real import real_seams
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -13,12 +13,14 @@ import asyncio
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from epochlog.client.admin import AsyncAdmin
 from epochlog.client.errors import ClientError, TopicPartition
 from epochlog.protocol.errors import KafkaError
-from epochlog.sim.cluster import SimCluster
-from epochlog.sim.loop import SimClock
+
+if TYPE_CHECKING:  # the command line reads FAULT_KINDS without loading a cluster
+    from epochlog.sim.cluster import SimCluster
+    from epochlog.sim.loop import SimClock
 
 # kill: SIGKILL on a machine that loses its page cache (sim/disk.py), restarted later;
 # partition: cut from the network and the metastore, a zombie until healed;
@@ -120,6 +122,8 @@ async def _reassign_away_and_back(
 ) -> None:
     """Through the admin client, as an operator would: move one partition of the first
     topic that the broker holds off it, and after the fault's length back."""
+    from epochlog.client.admin import AsyncAdmin
+
     admin = AsyncAdmin({"bootstrap.servers": cluster.bootstrap}, cluster.seams("operator", 0))
     try:
         info = await admin.describe_cluster()
