@@ -48,12 +48,15 @@ def first_read(cluster: Cluster) -> int:
          "auto.offset.reset": "earliest", "enable.auto.commit": False}
     )  # fmt: skip
     consumer.assign([ck.TopicPartition(TOPIC, 0)])
+    errors: list[str] = []
     try:
         for _ in range(100):
             message = consumer.poll(0.5)
             if message is not None and not message.error():
                 return message.offset()
-        raise AssertionError("nothing read")
+            if message is not None:
+                errors.append(str(message.error()))
+        raise AssertionError(f"nothing read; the consumer's errors: {errors}")
     finally:
         consumer.close()
 

@@ -304,6 +304,47 @@ def test_commit_errors_store_nothing_and_fetch_returns_epochs(tmp_path: Path) ->
     run(scenario)
 
 
+def test_offset_fetch_from_a_broker_that_is_not_the_coordinator_answers_for_the_group(
+    tmp_path: Path,
+) -> None:
+    """From v2 the error is the group's alone, with no partitions, as Kafka answers:
+    librdkafka re-finds the coordinator and retries a group's error but takes one on a
+    partition as final, and an assigned partition was then never read (seen after a
+    whole cluster restarted). v1 has no group error field, so the partitions carry it."""
+
+    def request(version: int) -> OffsetFetchRequest:
+        if version >= 8:
+            topic = OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics
+            group = OffsetFetchRequest.OffsetFetchRequestGroup(
+                group_id="g", topics=[topic(name="t", partition_indexes=[0])]
+            )
+            return OffsetFetchRequest(groups=[group], require_stable=False)
+        topics = [OffsetFetchRequest.OffsetFetchRequestTopic(name="t", partition_indexes=[0])]
+        return OffsetFetchRequest(group_id="g", topics=topics)
+
+    async def scenario() -> dict[int, tuple[int, dict]]:
+        async with running_broker(tmp_path, **SETTINGS) as broker:
+            conn = await connect(broker)
+            await create_topic(conn, "t", 1)
+            answers = {}
+            for version in (8, 7, 2):  # no FindCoordinator yet: nobody coordinates "g"
+                response = await conn.send(request(version), version)
+                answer = response.groups[0] if version >= 8 else response
+                answers[version] = (answer.error_code, codes(answer))
+            v1 = await conn.send(request(1), 1)
+            answers[1] = (-1, codes(v1))
+            await conn.close()
+            return answers
+
+    not_coordinator = ErrorCode.NOT_COORDINATOR
+    assert run(scenario) == {
+        8: (not_coordinator, {}),
+        7: (not_coordinator, {}),
+        2: (not_coordinator, {}),
+        1: (-1, {("t", 0): not_coordinator}),
+    }
+
+
 def test_committed_offsets_and_groups_are_loaded_back_after_a_restart(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with running_broker(tmp_path, **SETTINGS) as broker:

@@ -1,7 +1,9 @@
 """OffsetFetch (v1-v8): committed offsets and, from v5, their leader epoch (KIP-320);
 from v8 several groups in one request. No offset is answered as -1 with no error. From
 v7 ``require_stable``: a partition with an undecided transactional commit answers
-UNSTABLE_OFFSET_COMMIT."""
+UNSTABLE_OFFSET_COMMIT. A group-level error (NOT_COORDINATOR, a refused DESCRIBE) comes
+with no partitions from v2, as Kafka's: librdkafka retries a group's error but takes one
+on a partition as final and leaves an assigned partition unread."""
 
 from __future__ import annotations
 
@@ -69,6 +71,8 @@ async def handle(
         groups = []
         for g in request.groups or []:
             error, found = _fetch_one(broker, session, g.group_id, g.topics, stable)
+            if error != ErrorCode.NONE:
+                found = {}
             topics = [
                 V8Topic(
                     name=name,
@@ -90,6 +94,8 @@ async def handle(
     # v1 has no null "all topics" and no top-level error: errors go per partition.
     topics_in = request.topics if version >= 2 or request.topics else []
     error, found = _fetch_one(broker, session, request.group_id, topics_in, stable)
+    if error != ErrorCode.NONE and version >= 2:
+        found = {}
     topics = [
         V7Topic(
             name=name,
