@@ -24,6 +24,7 @@ from kafka.protocol.admin import (
     DescribeGroupsRequest,
     DescribeProducersRequest,
     DescribeTransactionsRequest,
+    ElectLeadersRequest,
     IncrementalAlterConfigsRequest,
 )
 from kafka.protocol.admin.cluster import AlterReplicaLogDirsRequest, DescribeLogDirsRequest
@@ -276,6 +277,23 @@ def test_each_api_refuses_without_its_acl_and_passes_the_check_with_it(
     before, after = run(scenario)
     assert before and set(before) == {case.refused}
     assert case.refused not in after
+
+
+def test_a_refused_election_of_all_partitions_names_no_topic(tmp_path: Path) -> None:
+    """ElectLeaders with no partitions named means all of them; refused, the answer is
+    the request's error alone, as Kafka's, not the cluster's topic list."""
+
+    async def scenario() -> tuple[int, list[str]]:
+        settings = {"authorizer_class_name": "kafka.security.authorizer.AclAuthorizer"}
+        async with running_broker(tmp_path, **settings) as broker:
+            await broker.create_topic("secret-topic", 1, 1, {})
+            conn = await connect(broker)
+            request = ElectLeadersRequest(election_type=0, topic_partitions=None, timeout_ms=1000)
+            response = await conn.send(request, 2)
+            await conn.close()
+            return response.error_code, [r.topic for r in response.replica_election_results]
+
+    assert run(scenario) == (E.CLUSTER_AUTHORIZATION_FAILED, [])
 
 
 def test_the_acl_apis_answer_security_disabled_without_an_authorizer(tmp_path: Path) -> None:

@@ -35,13 +35,16 @@ async def handle(
     broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
 ) -> Any:
     election_type = request.election_type if version >= 1 else PREFERRED
+    may = allowed(broker.authorizer, session, ApiKey.ELECT_LEADERS, "cluster")
     if request.topic_partitions is None:
-        wanted = [(t.name, p) for t in broker.metadata_cache.topics() for p in sorted(t.partitions)]
+        # All partitions: a refused principal is not told which there are.
+        topics = broker.metadata_cache.topics() if may else []
+        wanted = [(t.name, p) for t in topics for p in sorted(t.partitions)]
     else:
         wanted = [(t.topic, p) for t in request.topic_partitions for p in t.partitions]
     top_error = ErrorCode.NONE
-    if not allowed(broker.authorizer, session, ApiKey.ELECT_LEADERS, "cluster"):
-        # Kafka's answer: the request's error and every partition's.
+    if not may:
+        # Kafka's answer: the request's error and every partition named's.
         top_error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         results = {key: (top_error, "ALTER on the cluster is not allowed") for key in wanted}
     elif election_type != PREFERRED:
