@@ -58,7 +58,8 @@ def _read_partition(
     try:
         partition = broker.replica_manager.partition(topic, fetch.partition)
     except KafkaError as exc:
-        result.error_code = not_hosted_error(broker, topic, fetch.partition, exc.code)
+        code = not_hosted_error(broker, topic, fetch.partition, exc.code)
+        result.error_code = _known_to(version, code)
         return result, NO_EPOCH
     leader_epoch = partition.leader_epoch
     try:
@@ -110,7 +111,7 @@ def _read_partition(
                 fetch.fetch_offset, last_stable
             )
     except Exception as exc:
-        result.error_code = error_code(exc)
+        result.error_code = _known_to(version, error_code(exc))
         if version >= 12 and exc_is_leadership(result.error_code):
             result.current_leader = (partition.state.leader, partition.leader_epoch)
         return result, leader_epoch
@@ -122,6 +123,15 @@ def _read_partition(
         budget.remaining = max(0, budget.remaining - size)
         budget.total += size
     return result, leader_epoch
+
+
+def _known_to(version: int, code: ErrorCode) -> ErrorCode:
+    """KAFKA_STORAGE_ERROR is NOT_LEADER_OR_FOLLOWER to a client of Fetch v5 or older, as
+    Kafka answers: such a client may not know the code and would give up, where it
+    retries the other after a metadata refresh (and finds the partition's new leader)."""
+    if code == ErrorCode.KAFKA_STORAGE_ERROR and version <= 5:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    return code
 
 
 def exc_is_leadership(code: ErrorCode) -> bool:
