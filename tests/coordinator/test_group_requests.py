@@ -22,6 +22,7 @@ from kafka.protocol.consumer import (
     SyncGroupRequest,
 )
 from kafka.protocol.metadata import FindCoordinatorRequest
+from kafka.protocol.producer import TxnOffsetCommitRequest
 
 from broker.inprocess_broker import batch, connect, delete_topic, produce, run, running_broker
 from epochlog.client.connection import BrokerConnection
@@ -343,6 +344,45 @@ def test_offset_fetch_from_a_broker_that_is_not_the_coordinator_answers_for_the_
         2: (not_coordinator, {}),
         1: (-1, {("t", 0): not_coordinator}),
     }
+
+
+def test_a_txn_offset_commit_while_the_group_loads_is_coordinator_not_available_before_v2(
+    tmp_path: Path,
+) -> None:
+    """As Kafka answers: a producer of TxnOffsetCommit v0-v1 (Kafka's clients before 2.0)
+    does not retry COORDINATOR_LOAD_IN_PROGRESS, so it is told the coordinator is not
+    available; v2 on get the loading error itself."""
+    topic_cls = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+    partition_cls = topic_cls.TxnOffsetCommitRequestPartition
+
+    def commit(version: int) -> TxnOffsetCommitRequest:
+        part = partition_cls(
+            partition_index=0, committed_offset=5, committed_leader_epoch=-1,
+            committed_metadata=None,
+        )  # fmt: skip
+        return TxnOffsetCommitRequest(
+            transactional_id="tx", group_id="g", producer_id=7, producer_epoch=0,
+            generation_id=-1, member_id="", group_instance_id=None,
+            topics=[topic_cls(name="t", partitions=[part])],
+        )  # fmt: skip
+
+    async def scenario() -> dict[int, dict]:
+        async with running_broker(tmp_path, **SETTINGS) as broker:
+            conn = await connect(broker)
+            await create_topic(conn, "t", 1)
+            await find(conn, "g")
+            await coordinator_loaded(broker, conn, "g")
+            registry = broker.coordinator.registry
+            index = registry.partition_of("g")
+            registry.loading[index] = registry.owned[index]  # as a new leader's load
+            answers = {v: codes(await conn.send(commit(v), v)) for v in (0, 1, 2, 3)}
+            del registry.loading[index]
+            await conn.close()
+            return answers
+
+    loading = {("t", 0): ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}
+    not_available = {("t", 0): ErrorCode.COORDINATOR_NOT_AVAILABLE}
+    assert run(scenario) == {0: not_available, 1: not_available, 2: loading, 3: loading}
 
 
 def test_committed_offsets_and_groups_are_loaded_back_after_a_restart(tmp_path: Path) -> None:

@@ -1,7 +1,10 @@
 """TxnOffsetCommit (v0-v3): a transactional producer commits a group's offsets inside
 its transaction; they become visible with the transaction's commit marker. v2+ carries
 each offset's leader epoch (KIP-320), stored as OffsetCommit's is; v3 carries the
-consumer's generation and member id, checked against the group."""
+consumer's generation and member id, checked against the group. v0-v1 get
+COORDINATOR_NOT_AVAILABLE for COORDINATOR_LOAD_IN_PROGRESS, as Kafka answers them:
+producers of those versions (Kafka's clients before 2.0, KAFKA-7296) do not retry the
+loading error."""
 
 from __future__ import annotations
 
@@ -52,9 +55,10 @@ async def handle(
         )
     topics: dict[str, list[Any]] = {}
     for key in order:
-        topics.setdefault(key[0], []).append(
-            _Partition(partition_index=key[1], error_code=answers[key])
-        )
+        code = answers[key]
+        if version < 2 and code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        topics.setdefault(key[0], []).append(_Partition(partition_index=key[1], error_code=code))
     return TxnOffsetCommitResponse(
         throttle_time_ms=0,
         topics=[_Topic(name=name, partitions=parts) for name, parts in topics.items()],
