@@ -26,7 +26,7 @@ from epochlog.broker.handlers import SUPPORTED
 from epochlog.protocol.errors import ErrorCode
 from epochlog.protocol.records import iter_records
 from epochlog.settings.topic import NO_EFFECT, TOPIC
-from support.requests import fetch_request
+from support.requests import fetch_request, produce_request
 
 
 def list_offsets_request(topic: str, timestamp: int, current_epoch: int = -1) -> ListOffsetsRequest:
@@ -401,17 +401,28 @@ def test_describe_configs_reports_every_setting_with_its_source_type_and_documen
 
 
 def test_transactional_records_without_a_transactional_id_are_refused(tmp_path: Path) -> None:
-    """Kafka's answer: they have no transactional id to be authorized against. The
-    flag is read from the batch's attributes alone, so it is checked both ways."""
+    """Kafka's answer: they have no transactional id to be authorized against, and
+    nothing of a request holding them is appended, its plain batches neither. The flag
+    is read from the batch's attributes alone, so it is checked both ways."""
 
     async def scenario() -> None:
         async with running_broker(tmp_path) as broker:
             conn = await connect(broker)
             pid, epoch = await topic_and_producer_id(conn)
+            await create_topic_via_metadata(conn, "u")
             ids = {"producer_id": pid, "producer_epoch": epoch, "base_sequence": 0}
             refused = await produce(conn, "t", batch([b"a"], is_transactional=True, **ids))
+            mixed = produce_request("u", batch([b"plain"]))
+            mixed.topic_data.append(
+                produce_request("t", batch([b"a"], is_transactional=True, **ids)).topic_data[0]
+            )
+            both = await conn.send(mixed, 9)
             taken = await produce(conn, "t", batch([b"a"], **ids))
             assert refused.error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            assert [t.partition_responses[0].error_code for t in both.responses] == [
+                ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            ] * 2
+            assert broker.replica_manager.partition("u", 0).log.log_end_offset == 0
             assert (taken.error_code, taken.base_offset) == (0, 0)
             assert broker.replica_manager.partition("t", 0).log.log_end_offset == 1
             await conn.close()

@@ -87,8 +87,19 @@ async def handle(
     acks = request.acks
     responses: list[tuple[str, list[PartitionAnswer]]] = []
     waits: list[tuple[PartitionAnswer, AckWait]] = []
-    txn_refused = request.transactional_id is not None and not allowed(
-        broker.authorizer, session, ApiKey.PRODUCE, "transactional_id", request.transactional_id
+    # Kafka's rule: transactional records need a transactional id the principal may
+    # write to; else nothing of the request is appended. The flag is each partition's
+    # first batch's (a request from a transactional producer is all transactional).
+    transactional = any(
+        first_is_transactional(p.records or b"")
+        for t in request.topic_data or []
+        for p in t.partition_data or []
+    )
+    txn_refused = transactional and (
+        request.transactional_id is None
+        or not allowed(
+            broker.authorizer, session, ApiKey.PRODUCE, "transactional_id", request.transactional_id
+        )
     )
     for topic_data in request.topic_data or []:
         parts: list[PartitionAnswer] = []
@@ -97,7 +108,6 @@ async def handle(
         )
         for p in topic_data.partition_data or []:
             if txn_refused:
-                # Kafka's answer: nothing of the request is appended.
                 parts.append(
                     _partition_response(p.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
                 )
@@ -105,16 +115,6 @@ async def handle(
                 parts.append(_partition_response(p.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
             elif acks not in (0, 1, ACKS_ALL):
                 parts.append(_partition_response(p.index, ErrorCode.INVALID_REQUIRED_ACKS))
-            elif request.transactional_id is None and first_is_transactional(p.records or b""):
-                # Kafka's answer: transactional records need a transactional id to be
-                # authorized against.
-                parts.append(
-                    _partition_response(
-                        p.index,
-                        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                        "transactional records without a transactional id",
-                    )
-                )
             else:
                 answer, wait = _produce_one(broker, topic_data.name, p.index, p.records, acks)
                 parts.append(answer)
