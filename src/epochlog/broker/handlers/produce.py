@@ -90,16 +90,16 @@ async def handle(
     # Kafka's rule: transactional records need a transactional id the principal may
     # write to; else nothing of the request is appended. The flag is each partition's
     # first batch's (a request from a transactional producer is all transactional).
-    transactional = any(
-        first_is_transactional(p.records or b"")
-        for t in request.topic_data or []
-        for p in t.partition_data or []
-    )
-    txn_refused = transactional and (
+    # (The id's check first: a permitted transactional producer's request is not scanned.)
+    txn_refused = (
         request.transactional_id is None
         or not allowed(
             broker.authorizer, session, ApiKey.PRODUCE, "transactional_id", request.transactional_id
         )
+    ) and any(
+        first_is_transactional(p.records or b"")
+        for t in request.topic_data or []
+        for p in t.partition_data or []
     )
     for topic_data in request.topic_data or []:
         parts: list[PartitionAnswer] = []
