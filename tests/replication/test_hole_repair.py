@@ -1,6 +1,7 @@
 """A follower repairs a hole in its log (``storage/log_holes.py``) from its leader, in
 place and byte for byte, without the leader taking the repair for its progress; an
-answer that cannot fill the hole cuts the log there, and a leader never keeps a hole."""
+answer that shows the leader's log differs there truncates to the hole's start; a
+leader with a hole keeps its log and hands leadership to the rest of its ISR."""
 
 from __future__ import annotations
 
@@ -80,7 +81,9 @@ def test_follower_fills_a_hole_from_its_leader_byte_for_byte(tmp_path: Path) -> 
     run(scenario)
 
 
-def test_follower_with_a_hole_made_leader_cuts_there_and_resigns(tmp_path: Path) -> None:
+def test_follower_with_a_hole_made_leader_keeps_its_log_and_resigns_to_its_isr(
+    tmp_path: Path,
+) -> None:
     async def scenario() -> None:
         async with Cluster(tmp_path) as cluster:
             cluster.create("t", leader=0, **SEGMENT)
@@ -90,19 +93,18 @@ def test_follower_with_a_hole_made_leader_cuts_there_and_resigns(tmp_path: Path)
             await eventually(
                 lambda: successor.partition().high_watermark == 120, "successor knows the HW"
             )
-            await leader.stop()  # nobody can fill the hole now
+            await leader.stop()
             plog = successor.partition().log
             _, base = _damage_first_segment(plog)
             assert plog.holes
             cluster.change(leader=2, isr=[1, 2])
-            # It must not serve the hole: it cuts at it, below its high watermark, so it
-            # asks to leave the ISR for the replica that holds everything.
-            assert not plog.holes and plog.log_end_offset == base
-            assert plog.epoch_cache.entries()[-1] == (cluster.state().leader_epoch, base)
-            assert successor.partition().leader_epoch_start_offset == base
+            # It cannot serve the hole, and it does not cut there (node 1 holds every
+            # record): its log and its epoch's start stay, and it asks to leave the ISR.
+            assert plog.holes and plog.log_end_offset == 120
+            assert successor.partition().leader_epoch_start_offset == 120
             await eventually(lambda: cluster.state().isr == [1], "successor resigned")
-            cut = [q for q in plog.quarantine.list() if not q.get("hole")]
-            assert len(cut) == 1 and cut[0]["first_offset"] == base
+            assert [q for q in plog.quarantine.list() if not q.get("hole")] == []
+            assert plog.holes.first().first_offset == base
 
     run(scenario)
 
@@ -129,24 +131,20 @@ def _follower_with_hole(tmp_path: Path) -> tuple[Partition, list[bytes], int]:
     partition = Partition("t", 0, uuid.uuid4(), log, state, local_broker_id=0)
     partition.apply_state(state)
     partition.update_follower_high_watermark(60)
-    log.holes.repairable = True
     _, base = _damage_first_segment(log)
     return partition, _batches_of(leader_copy), base
 
 
-def test_an_answer_that_cannot_fill_the_hole_cuts_the_log_there(tmp_path: Path) -> None:
-    cases = {
-        "out of range": SimpleNamespace(error_code=ErrorCode.OFFSET_OUT_OF_RANGE, records=None),
-        "other bytes": None,
-    }
-    for name, answer in cases.items():
-        partition, batches, base = _follower_with_hole(tmp_path / name.replace(" ", "-"))
-        if answer is None:  # the batch after the hole's instead of the hole's own
-            answer = SimpleNamespace(error_code=0, records=batches[4])
-        hole = partition.log.holes.first()
-        assert apply_repair(partition, hole, answer, leader_id=1) is True
-        assert not partition.log.holes and partition.log.log_end_offset == base
-        assert partition.high_watermark == base
+def test_an_answer_showing_the_leaders_log_differs_truncates_to_the_holes_start(
+    tmp_path: Path,
+) -> None:
+    partition, batches, base = _follower_with_hole(tmp_path)
+    # The batch after the hole's instead of the hole's own.
+    answer = SimpleNamespace(error_code=0, records=batches[4])
+    hole = partition.log.holes.first()
+    assert apply_repair(partition, hole, answer, leader_id=1) is True
+    assert not partition.log.holes and partition.log.log_end_offset == base
+    assert partition.high_watermark == base
 
 
 def test_an_answer_that_may_come_right_later_leaves_the_hole(tmp_path: Path) -> None:
@@ -154,6 +152,8 @@ def test_an_answer_that_may_come_right_later_leaves_the_hole(tmp_path: Path) -> 
     hole = partition.log.holes.first()
     for answer in (
         SimpleNamespace(error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER, records=None),
+        SimpleNamespace(error_code=ErrorCode.KAFKA_STORAGE_ERROR, records=None),
+        SimpleNamespace(error_code=ErrorCode.OFFSET_OUT_OF_RANGE, records=None),
         SimpleNamespace(error_code=0, records=b""),  # the leader's HW is below it yet
     ):
         assert apply_repair(partition, hole, answer, leader_id=1) is False

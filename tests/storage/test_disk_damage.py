@@ -1,8 +1,9 @@
 """The disk-damage suite, on one broker's storage: each file a partition keeps (segment,
 offset index, time index, leader-epoch checkpoint, producer snapshot, recovery-point
 checkpoint), each damage (truncated, bytes flipped, zero-filled, garbage, deleted), after
-a crash and after a clean shutdown. The log must open, serve no corrupt batch, and keep
-every batch below the damage point; damage to a derived file loses nothing at all.
+a crash and after a clean shutdown. The log must open, serve no corrupt batch, lose only
+the batches whose bytes were damaged (a hole, stepped over by reads of this only copy),
+and never give out an offset twice; damage to a derived file loses nothing at all.
 """
 
 from __future__ import annotations
@@ -80,9 +81,12 @@ def _fill(log_dir: Path, clock, clean: bool) -> list[Stored]:
 
 
 def _read_all(manager: LogManager) -> list[Stored]:
-    """Every batch the log serves from its start, as bytes."""
+    """Every batch the log serves from its start, as bytes: it is the only copy, so a
+    hole is stepped over (``LogHoles.sole_copy``)."""
     log = manager.get_log("t", 0)
     assert log is not None
+    log.holes.sole_copy = True
+    log.holes.declare_lost("the only copy")
     out: list[Stored] = []
     offset = log.log_start_offset
     while offset < log.log_end_offset:
@@ -141,31 +145,44 @@ def _damage(path: Path, how: str, rng: random.Random) -> int:
     return 0
 
 
+def _damaged_span(path: Path, how: str, touched: int) -> tuple[int, int]:
+    """The byte range of a segment file the damage spoiled."""
+    if how in ("flip", "flip-record"):
+        return touched, touched + 8
+    if how == "truncate":
+        return touched, 1 << 62
+    return 0, 1 << 62  # zeroed, garbage or deleted: all of it
+
+
 @pytest.mark.parametrize("shutdown", ["clean", "crash"])
 @pytest.mark.parametrize("how", DAMAGES)
 @pytest.mark.parametrize("file", FILES)
-def test_damaged_file_opens_serves_nothing_corrupt_and_keeps_what_precedes_it(
+def test_damaged_file_opens_serves_nothing_corrupt_and_loses_only_the_damaged_batches(
     tmp_path: Path, clock, file: str, how: str, shutdown: str
 ) -> None:
     log_dir = tmp_path / "logs"
     before = _fill(log_dir, clock, shutdown == "clean")
     target = _target(log_dir, file)
     touched = _damage(target, how, random.Random(f"{file}/{how}/{shutdown}"))
+    must_keep = before
     if file == "segment":
-        # Batches wholly before the damaged byte, and all earlier segments, must stay.
+        # Every batch whose bytes the damage did not touch stays, in every segment.
         base = int(target.name.removesuffix(".log"))
-        kept_end = 0
-        at = 0
+        ends = [s.base_offset for s in before if s.base_offset > base]
+        next_base = min((int(p.name.removesuffix(".log")) for p in target.parent.glob("*.log")
+                         if int(p.name.removesuffix(".log")) > base), default=None)  # fmt: skip
+        first, last = _damaged_span(target, how, touched)
+        at, spoiled = 0, set()
         for stored in before:
-            if stored.base_offset < base:
+            if stored.base_offset < base or (
+                next_base is not None and stored.base_offset >= next_base
+            ):
                 continue
-            if at + len(stored.data) > touched:
-                break
+            if at < last and at + len(stored.data) > first:
+                spoiled.add(stored.base_offset)
             at += len(stored.data)
-            kept_end = stored.base_offset
-        must_keep = [s for s in before if s.base_offset < base or s.base_offset < kept_end]
-    else:
-        must_keep = before
+        assert ends and spoiled
+        must_keep = [s for s in before if s.base_offset not in spoiled]
 
     manager = _manager(log_dir, clock)
     after = _read_all(manager)
@@ -181,8 +198,9 @@ def test_damaged_file_opens_serves_nothing_corrupt_and_keeps_what_precedes_it(
     assert all(original.get(s.base_offset) == s.data for s in after)
     log = manager.get_log("t", 0)
     assert log is not None
-    # The producer's state and the epochs are right again: the next append follows on.
-    assert log.epoch_cache.latest_epoch == 3 if len(after) == len(before) else True
+    # No offset is given out twice: the next append goes on after every batch written.
+    appended = log.append_as_leader(_batch(BATCHES), leader_epoch=3)
+    assert appended.base_offset == 3 * BATCHES
     manager.close()
 
 
@@ -212,7 +230,7 @@ def test_well_formed_but_wrong_epoch_checkpoint_is_rebuilt_from_the_batches(
     manager.close()
 
 
-def test_scrubber_finds_bit_rot_in_a_sealed_segment_at_its_rate_and_cuts_there(
+def test_scrubber_finds_bit_rot_in_a_sealed_segment_at_its_rate_and_holes_it(
     tmp_path: Path, clock
 ) -> None:
     """Damage after the data was already checked in this run (bits rotting on a disk)
@@ -236,11 +254,13 @@ def test_scrubber_finds_bit_rot_in_a_sealed_segment_at_its_rate_and_cuts_there(
     assert stats.damaged == 1
     assert sum(clock.slept) == pytest.approx(stats.bytes_checked / 1000)
     log = manager.get_log("t", 0)
-    assert log is not None and log.log_end_offset == span.base_offset
+    assert log is not None and log.log_end_offset == 3 * BATCHES
     assert [s.base_offset for s in _read_all(manager)] == [
-        s.base_offset for s in before if s.base_offset < span.base_offset
+        s.base_offset for s in before if s.base_offset != span.base_offset
     ]
-    assert "scrubber" in log.quarantine.list()[0]["reason"]
+    (kept,) = log.quarantine.list()
+    assert "scrubber" in kept["reason"] and kept["hole"]
+    assert (kept["first_offset"], kept["last_offset"]) == (span.base_offset, span.base_offset + 2)
     manager.close()
 
 
@@ -253,12 +273,14 @@ def test_a_log_found_damaged_is_crc_checked_on_every_read(tmp_path: Path, clock)
     late = batch_spans(segments[1])[1]
     early = batch_spans(segments[0])[2]
     flip_bytes(segments[1], late.position + HEADER_SIZE + 2, 2)
-    assert _read_all(manager)[-1].base_offset < late.base_offset  # cut at the first damage
+    served = [s.base_offset for s in _read_all(manager)]
+    assert late.base_offset not in served and served[-1] == 3 * (BATCHES - 1)
     # The earlier batch was checked already; once the log is known damaged, reads check
     # again and find rot that appears later.
     flip_bytes(segments[0], early.position + HEADER_SIZE + 2, 2)
-    served = _read_all(manager)
-    assert served[-1].base_offset < early.base_offset
+    served = [s.base_offset for s in _read_all(manager)]
+    assert early.base_offset not in served and late.base_offset not in served
+    assert len(served) == BATCHES - 2
     manager.close()
 
 
@@ -285,7 +307,7 @@ def test_a_read_catches_rot_in_the_header_fields_the_crc_does_not_cover(
 ) -> None:
     """Data a start did not re-validate (a clean shutdown) is checked when a read first
     reaches it: the CRC cannot see a rotted leader epoch or base offset, the batches
-    around it can; nothing from the rotted batch on is served."""
+    around it can; the rotted batch is never served, and the rest all are."""
     log_dir = tmp_path / "logs"
     _fill(log_dir, clock, clean=True)
     manager = _manager(log_dir, clock)
@@ -295,7 +317,7 @@ def test_a_read_catches_rot_in_the_header_fields_the_crc_does_not_cover(
     log = manager.get_log("t", 0)
     assert log is not None
     log.read(log.log_start_offset, 1 << 20)  # a fetch's read: many batches at once
-    served = _read_all(manager)
-    assert served and served[-1].base_offset < rotted.base_offset
+    served = [s.base_offset for s in _read_all(manager)]
+    assert rotted.base_offset not in served and len(served) == BATCHES - 1
     assert all(epoch < 1000 for epoch, _ in log.epoch_cache.entries())
     manager.close()

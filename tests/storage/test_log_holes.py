@@ -1,7 +1,8 @@
-"""Holes (issue 15, item 4): a damaged batch with good batches after it costs only its
-own bytes. Its extent is found, only those bytes go to quarantine, nothing of it is
-ever read, and a replica's byte-identical copy fills it in place; a copy that does not
-fit, or a leader, cuts the log there as before."""
+"""Holes: a damaged batch with good batches after it costs only its own bytes. Its
+extent is found, only those bytes go to quarantine, nothing of it is ever read, no
+offset of it is given out again, and a replica's byte-identical copy fills it in place;
+a copy that does not fit means the replica's log differs there, and this log truncates
+to the hole's start as after a divergence."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from epochlog.protocol.batch import HEADER_SIZE, validate_batch
+from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.protocol.records import build_batch
 from epochlog.seams.real import OsDisk
 from epochlog.storage.checkpoints import CLEAN_SHUTDOWN_FILE
@@ -42,11 +44,16 @@ def _segments(tmp_path: Path) -> list[Path]:
 
 
 def _served(log: Log, start: int | None = None) -> list[tuple[int, bytes]]:
-    """(base offset, bytes) of every batch reads hand out from ``start`` on."""
+    """(base offset, bytes) of every batch reads hand out from ``start`` on, up to a
+    hole that refuses them."""
     out: list[tuple[int, bytes]] = []
     offset = log.log_start_offset if start is None else start
     while offset < log.log_end_offset:
-        read = log.read(offset, 1 << 20)
+        try:
+            read = log.read(offset, 1 << 20)
+        except KafkaError as exc:
+            assert exc.code == ErrorCode.KAFKA_STORAGE_ERROR
+            break
         if not read.slices:
             break
         for piece in read.slices:
@@ -140,10 +147,13 @@ def test_a_hole_is_never_served(tmp_path: Path) -> None:
     hole = log.holes.first()
     assert hole is not None
     served = _served(log)
-    # Reads stop before the hole: everything before it, nothing from it on.
+    # Reads stop before the hole: everything before it, nothing from it on; one that
+    # starts inside it is refused (a client retries, and finds another replica).
     assert served == [b for b in before if b[0] < hole.first_offset]
     for offset in (hole.first_offset, hole.first_offset + 1):
-        assert log.read(offset, 1 << 20).slices == []
+        with pytest.raises(KafkaError) as refused:
+            log.read(offset, 1 << 20)
+        assert refused.value.code == ErrorCode.KAFKA_STORAGE_ERROR
     whole = log.read(0, 1 << 30)
     assert all(s.position + s.size <= hole.position for s in whole.slices)
     # Past it, reads go on (the offsets there are whole and checked).
@@ -151,6 +161,17 @@ def test_a_hole_is_never_served(tmp_path: Path) -> None:
     assert after[0][0] == hole.end_offset and after == [
         b for b in before if b[0] >= hole.end_offset
     ]
+
+
+def test_a_lost_hole_is_stepped_over_and_its_offsets_never_given_out_again(
+    tmp_path: Path,
+) -> None:
+    log, before, victim = _damaged(tmp_path, _flip_records)
+    log.holes.declare_lost("the only copy")
+    # A reader sees a gap in offsets, as after compaction: every other batch is served.
+    assert _served(log) == [b for b in before if b[0] != victim.base_offset]
+    assert _served(log, victim.base_offset)[0][0] == victim.base_offset + 2
+    assert log.append_as_leader(batch(1), 3).base_offset == before[-1][0] + 2
 
 
 def test_repair_writes_the_replicas_bytes_in_place_and_clears_the_hole(tmp_path: Path) -> None:
@@ -185,11 +206,14 @@ def test_a_hole_fills_from_several_answers(tmp_path: Path) -> None:
     assert log.fill_hole(hole, copies[victim.base_offset]) is False
     assert hole.first_offset == victim.base_offset + 2
     assert _served(log)[-1][0] == victim.base_offset  # the filled part is served
+    assert log.holes.covering(victim.base_offset) is None
     assert log.fill_hole(hole, copies[victim.base_offset + 2]) is True
     assert _served(log) == before
 
 
-def test_a_copy_that_does_not_fit_is_refused_and_the_log_is_cut_at_the_hole(tmp_path: Path) -> None:
+def test_a_copy_that_does_not_fit_is_refused_and_a_truncation_ends_the_log_at_the_hole(
+    tmp_path: Path,
+) -> None:
     log, before, victim = _damaged(tmp_path, _flip_records)
     hole = log.holes.first()
     assert hole is not None
@@ -203,11 +227,15 @@ def test_a_copy_that_does_not_fit_is_refused_and_the_log_is_cut_at_the_hole(tmp_
             log.fill_hole(hole, bytes(wrong))
     assert log.holes.first() is hole
     assert _segments(tmp_path)[0].read_bytes()[victim.position + 8 :][:4] == bytes(copy[8:12])
-    log.cut_at_hole(hole, "the replica's copy does not fit")
+    log.truncate_to(hole.first_offset + 1, "the leader's copy differs")
     assert not log.holes and log.log_end_offset == victim.base_offset
     assert _served(log) == [b for b in before if b[0] < victim.base_offset]
     cut = [q for q in log.quarantine.list() if not q.get("hole")]
-    assert len(cut) == 1 and cut[0]["first_offset"] == victim.base_offset
+    assert len(cut) == 1 and cut[0]["first_offset"] == victim.base_offset + 2
+    # The log follows its leader's from there.
+    assert log.append_as_follower(batch(2, base_offset=victim.base_offset)).base_offset == (
+        victim.base_offset
+    )
 
 
 def test_a_follower_truncating_past_a_hole_keeps_it_and_into_it_cuts_there(
@@ -224,24 +252,39 @@ def test_a_follower_truncating_past_a_hole_keeps_it_and_into_it_cuts_there(
     )
 
 
-def test_damage_a_read_finds_on_a_follower_is_a_hole_and_on_a_leader_a_cut(tmp_path: Path) -> None:
-    for repairable in (True, False):
-        directory = tmp_path / str(repairable)
-        log = _open(directory)
-        _fill(log)
-        log.close()
-        log = _open(directory, clean_shutdown=True)
-        log.holes.repairable = repairable
-        path = sorted((directory / "t-0").glob("*.log"))[0]
-        victim = batch_spans(path)[4]
-        _flip_records(path, victim)
-        _served(log)
-        if repairable:
-            assert log.holes.first().first_offset == victim.base_offset
-            assert log.log_end_offset == BATCHES * 2
-        else:
-            assert not log.holes and log.log_end_offset == victim.base_offset
-        log.close()
+def test_damage_a_read_finds_is_a_hole_and_the_log_end_stays(tmp_path: Path) -> None:
+    log = _open(tmp_path)
+    _fill(log)
+    log.close()
+    log = _open(tmp_path, clean_shutdown=True)
+    path = _segments(tmp_path)[0]
+    victim = batch_spans(path)[4]
+    _flip_records(path, victim)
+    _served(log)
+    assert log.holes.first().first_offset == victim.base_offset
+    assert log.log_end_offset == BATCHES * 2
+    assert log.append_as_leader(batch(1), 3).base_offset == BATCHES * 2
+    log.close()
+
+
+def test_a_damaged_tail_of_unknown_extent_leaves_its_offsets_a_hole(tmp_path: Path) -> None:
+    """The last batches of the log are damaged and nothing good follows: their bytes go
+    to quarantine, and their offsets stay taken, a hole of missing offsets."""
+    log = _open(tmp_path)
+    _fill(log)
+    log.close()
+    log = _open(tmp_path, clean_shutdown=True)
+    path = _segments(tmp_path)[-1]
+    victim = batch_spans(path)[-2]
+    _flip_records(path, victim)
+    _flip_records(path, batch_spans(path)[-1])
+    _served(log)
+    hole = log.holes.first()
+    assert hole is not None and hole.missing
+    assert (hole.first_offset, hole.end_offset) == (victim.base_offset, BATCHES * 2)
+    assert log.log_end_offset == BATCHES * 2
+    assert log.append_as_leader(batch(1), 3).base_offset == BATCHES * 2
+    log.close()
 
 
 def test_the_cleaner_leaves_a_log_alone_from_its_first_hole_on(tmp_path: Path) -> None:

@@ -49,9 +49,7 @@ def test_recovery_cuts_torn_tail_and_quarantines_it(open_log, tmp_path, caplog):
     assert log.read(end - 4, 1 << 20).size > 0
 
 
-def test_recovery_holes_a_crc_mismatch_and_a_leader_cut_there_drops_later_batches(
-    open_log, tmp_path, caplog
-):
+def test_recovery_holes_a_crc_mismatch_and_keeps_every_later_batch(open_log, tmp_path, caplog):
     log = open_log(CONFIG)
     fill(log)
     end = log.log_end_offset
@@ -63,14 +61,11 @@ def test_recovery_holes_a_crc_mismatch_and_a_leader_cut_there_drops_later_batche
     seg.write_bytes(bytes(data))
     with caplog.at_level(logging.WARNING, logger="epochlog.storage"):
         log = open_log(CONFIG, recovery_point=0)
-    # Good batches follow: a hole, until the partition's role is known.
+    # Good batches follow: a hole; the log keeps them and its end.
     hole = log.holes.first()
     assert log.log_end_offset == end and (hole.first_offset, hole.end_offset) == (base, base + 2)
-    log.cut_at_hole(hole, "a leader cuts at a hole")
-    assert log.log_end_offset == base and not log.holes
     assert "CRC32C" in caplog.text
-    assert log.epoch_cache.entries()[-1][1] <= base
-    assert log.append_as_leader(batch(1), 5).base_offset == base
+    assert log.append_as_leader(batch(1), 5).base_offset == end
 
 
 @pytest.mark.parametrize("field", ["leader epoch", "base offset"])

@@ -4,9 +4,11 @@ The fetcher asks for exactly each hole's offsets with a consumer's Fetch (replic
 -1): the leader answers from below its high watermark and does not take the fetch
 offset for this follower's log end, so neither the high watermark nor the ISR moves.
 Followers copy the leader's bytes, so the batches must fill the hole exactly (same
-offsets, same length); they are written in place. When they cannot (another length,
-other offsets, the leader no longer has them), the log is cut at the hole as at any
-damage, and the ordinary fetch fetches the rest again.
+offsets, same length); they are written in place (missing offsets: as a new segment).
+When they cannot (another length, other offsets), the leader's log differs there: the
+follower truncates to the hole's start, as after a divergence, and fetches the rest
+again. A leader that cannot answer yet (it lacks the range too, leadership is moving,
+the range went below its log start) leaves the hole for the next try.
 """
 
 from __future__ import annotations
@@ -24,17 +26,14 @@ log = logging.getLogger("epochlog.replication.fetcher")
 
 REPAIR_VERSION = 12
 CONSUMER_REPLICA_ID = -1
+# What one answer may bring for missing offsets, whose size is not known.
+MISSING_FETCH_BYTES = 1 << 20
 
 
 def hole_to_repair(partition: Partition) -> Hole | None:
-    """The first hole of the partition's log still within it (holes retention passed
-    are forgotten: nobody reads below the log start)."""
-    plog = partition.log
-    for hole in plog.holes:
-        if hole.end_offset > plog.log_start_offset:
-            return hole
-        plog.holes.forget(hole)
-    return None
+    """The first hole of the partition's log some replica may still fill."""
+    waiting = partition.log.holes.awaiting_repair()
+    return waiting[0] if waiting else None
 
 
 def repair_request(wanted: list[tuple[Partition, int, Hole]], max_bytes: int) -> Any:
@@ -49,7 +48,7 @@ def repair_request(wanted: list[tuple[Partition, int, Hole]], max_bytes: int) ->
                 fetch_offset=hole.first_offset,
                 last_fetched_epoch=-1,
                 log_start_offset=-1,
-                partition_max_bytes=hole.size,
+                partition_max_bytes=MISSING_FETCH_BYTES if hole.missing else hole.size,
             )
         )
     return FetchRequest(
@@ -67,36 +66,22 @@ def repair_request(wanted: list[tuple[Partition, int, Hole]], max_bytes: int) ->
 
 
 def apply_repair(partition: Partition, hole: Hole, answer: Any, leader_id: int) -> bool:
-    """Fill ``hole`` with the leader's answer, or cut the log there when the answer
-    cannot fill it; an error that may pass (leadership moving) waits for the next try.
-    True if the log changed."""
+    """Fill ``hole`` with the leader's answer, or truncate to the hole's start when the
+    answer shows the leader's log differs there; an error that may pass waits for the
+    next try. True if the log changed."""
     plog = partition.log
     if not any(h is hole for h in plog.holes):
         return False
-    code = ErrorCode(answer.error_code)
-    if code == ErrorCode.OFFSET_OUT_OF_RANGE:
-        why = f"leader {leader_id} no longer holds offset {hole.first_offset}"
-    elif code != ErrorCode.NONE or not answer.records:
+    if ErrorCode(answer.error_code) != ErrorCode.NONE or not answer.records:
         return False
-    else:
-        try:
-            if plog.fill_hole(hole, bytes(answer.records)):
-                log.warning(
-                    "%s: repaired a hole from leader %d; %s now holds its copy in place",
-                    partition,
-                    leader_id,
-                    hole.segment.log_path,
-                )
-            return True
-        except RepairMismatch as exc:
-            why = f"leader {leader_id}'s copy does not fit: {exc}"
-    log.warning(
-        "%s: cannot repair the hole at offset %d (its damaged bytes are kept in %s): %s",
-        partition,
-        hole.first_offset,
-        hole.path,
-        why,
-    )
-    plog.cut_at_hole(hole, why)
+    path = hole.path
+    try:
+        if plog.fill_hole(hole, bytes(answer.records)):
+            log.warning("%s: repaired a hole from leader %d", partition, leader_id)
+        return True
+    except RepairMismatch as exc:
+        why = f"leader {leader_id}'s copy of offsets from {hole.first_offset} differs: {exc}"
+    log.warning("%s: %s; truncating there (the damaged bytes are kept in %s)", partition, why, path)
+    plog.truncate_to(hole.first_offset, why)
     partition.high_watermark = min(partition.high_watermark, plog.log_end_offset)
     return True

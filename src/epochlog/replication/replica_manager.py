@@ -23,7 +23,6 @@ from epochlog.replication.replica_selector import preferred_read_replica
 from epochlog.replication.settings import ReplicationSettings
 from epochlog.seams.tasks import BackgroundTasks, drain
 from epochlog.seams.waiting import Signal
-from epochlog.storage.damage import DamageCut
 from epochlog.storage.partition_metadata import topic_id_to_str
 from epochlog.storage.producer_state import AppendOrigin
 
@@ -192,7 +191,7 @@ class ReplicaManager:
                         name, index, log_config, topic_id_to_str(topic.topic_id.bytes)
                     )
                 partition = Partition(name, index, topic.topic_id, plog, state, self.broker_id)
-                plog.on_damage = lambda cut, p=partition: self._on_damage(p, cut)
+                plog.holes.on_hole = lambda _hole, p=partition: self._settle_holes(p)
                 partition.on_storage_error = lambda exc, k=key: self.log_manager.fail_dir_of(
                     *k, exc
                 )
@@ -281,8 +280,8 @@ class ReplicaManager:
     def _swap_log(self, partition: Partition, moved: Log) -> None:
         """The partition serves from its moved log from now on."""
         partition.log = moved
-        moved.on_damage = lambda cut, p=partition: self._on_damage(p, cut)
-        moved.holes.repairable = not partition.is_leader
+        moved.holes.on_hole = lambda _hole, p=partition: self._settle_holes(p)
+        self._settle_holes(partition)
         self._changed.fire()
 
     def apply_partition_state(self, partition: Partition, state: PartitionState) -> StateChange:
@@ -311,19 +310,34 @@ class ReplicaManager:
         return change
 
     def _settle_holes(self, partition: Partition) -> None:
-        """Damage in a follower's log becomes a hole its fetcher fills from the leader
-        (``storage/log_holes.py``); a leader has nobody to fill one and never serves
-        one, so it cuts at the first hole, which below its high watermark makes it
-        resign as at any damage (``_on_damage``)."""
+        """Holes (``storage/log_holes.py``) are never a reason to cut a log. A follower's
+        fetcher fills them from its leader. A leader cannot serve them and has nobody to
+        fill them from, so with another in-sync replica it gives leadership to the rest
+        of its ISR (as Kafka moves leadership off a failed log dir) and fills them as a
+        follower; alone in its ISR it keeps leading, refusing reads inside them, until a
+        replica that holds them is back in sync. The only replica of a partition declares
+        them lost: readers then see a gap there."""
         plog = partition.log
-        plog.holes.repairable = not partition.is_leader
-        hole = plog.holes.first()
-        if partition.is_leader and hole is not None:
-            plog.cut_at_hole(hole, "a leader cannot fill a hole: it cuts there")
-            # Its epoch starts where its log now ends (become_leader saw the longer log).
-            end = plog.log_end_offset
-            partition.leader_epoch_start_offset = min(partition.leader_epoch_start_offset, end)
-            plog.maybe_assign_epoch_start_offset(partition.leader_epoch, end)
+        sole = partition.state.replicas == [self.broker_id]
+        plog.holes.sole_copy = sole
+        if sole:
+            plog.holes.declare_lost(f"{partition}: this broker holds its only replica")
+        waiting = plog.holes.awaiting_repair()
+        if not partition.is_leader or not waiting or partition.resigning:
+            return
+        others = [r for r in partition.state.isr if r != self.broker_id]
+        if not others:
+            return
+        log.error(
+            "%s: leading with offsets %d..%d damaged here: handing leadership to ISR %s",
+            partition,
+            waiting[0].first_offset,
+            waiting[0].end_offset - 1,
+            others,
+        )
+        partition.resigning = True
+        self._resign(partition)
+        self._changed.fire()  # waiting fetches answer NOT_LEADER_OR_FOLLOWER now
 
     # -- leading -----------------------------------------------------------------------
 
@@ -490,36 +504,6 @@ class ReplicaManager:
             if self._partitions.get((partition.topic, partition.index)) is partition:
                 self.apply_partition_state(partition, accepted)
         self._changed.fire()
-
-    def _on_damage(self, partition: Partition, cut: DamageCut) -> None:
-        """The log was cut at a damaged batch. A leader cut below its high watermark no
-        longer holds every acknowledged record: it hands leadership to the rest of its
-        ISR (who do) and, as a follower, fetches the cut range back. A follower's high
-        watermark never passes its log end."""
-        if not partition.is_leader:
-            partition.high_watermark = min(partition.high_watermark, partition.log_end_offset)
-            return
-        if cut.first_offset >= partition.high_watermark:
-            return
-        others = [r for r in partition.state.isr if r != self.broker_id]
-        if not others:
-            # Nothing past the cut can be served: the watermark (and the KIP-207 epoch
-            # start it is compared with) say so too.
-            end, was = partition.log.log_end_offset, partition.high_watermark
-            partition.high_watermark = end
-            partition.leader_epoch_start_offset = min(partition.leader_epoch_start_offset, end)
-            log.error(
-                "%s: damaged below the high watermark %d with no other in-sync replica; "
-                "records from %d are only in quarantine (%s)",
-                partition,
-                was,
-                cut.first_offset,
-                cut.path,
-            )
-            return
-        partition.resigning = True
-        self._resign(partition)
-        self._changed.fire()  # waiting fetches answer NOT_LEADER_OR_FOLLOWER now
 
     def _resign(self, partition: Partition) -> None:
         """Propose the ISR without this broker (retried by ``check_isr`` until the

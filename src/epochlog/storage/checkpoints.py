@@ -1,6 +1,8 @@
 """Kafka's per-log-dir checkpoint files and the clean-shutdown marker.
 
-``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint`` share one format:
+``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint`` and epochlog's
+``next-offset-floor-checkpoint`` (each log's offset floor: the highest log end it reached,
+so that no offset is given out twice after its data is lost) share one format:
 ``0`` (version), the entry count, then ``<topic> <partition> <offset>`` lines. Both are
 replaced atomically so a crash leaves either the old or the new file.
 """
@@ -11,6 +13,7 @@ from epochlog.seams import Disk
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+OFFSET_FLOOR_CHECKPOINT = "next-offset-floor-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 
 TopicPartition = tuple[str, int]

@@ -9,6 +9,7 @@ is destroyed: it is moved to ``quarantine/`` first.
 from __future__ import annotations
 
 import bisect
+import itertools
 import logging
 from collections.abc import Callable
 
@@ -27,7 +28,13 @@ from epochlog.storage.append_rules import check_batches, check_timestamps, recom
 from epochlog.storage.config import LogConfig
 from epochlog.storage.damage import DamageCut, quarantine_damaged_tail
 from epochlog.storage.epoch_cache import LeaderEpochCache
-from epochlog.storage.log_holes import Hole, LogHoles, epochs_learnt
+from epochlog.storage.log_holes import (
+    Hole,
+    LogHoles,
+    RepairMismatch,
+    epochs_learnt,
+    fitting_batches,
+)
 from epochlog.storage.log_loader import LogLoader
 from epochlog.storage.log_reader import LogReader
 from epochlog.storage.log_transactions import markers_of, rebuild_producer_state, replay_written
@@ -69,6 +76,7 @@ class Log:
         recovery_point: int,
         validator: RecordValidator | None = None,
         holes: LogHoles | None = None,
+        offset_floor: int = 0,
     ) -> None:
         self.disk = disk
         self.clock = clock
@@ -83,12 +91,15 @@ class Log:
         self._log_start_offset = log_start_offset
         self._recovery_point = recovery_point
         self._validator = validator or default_validator()
-        # What damage found on disk removed in this run, and who is told (the replica
-        # manager: a leader cut below its high watermark resigns).
+        # What damage found on disk removed in this run (such a log is CRC-checked on
+        # every read from then on).
         self.damage_cuts: list[DamageCut] = []
-        self.on_damage: Callable[[DamageCut], None] | None = None
-        # Damaged ranges a replica may fill (``storage/log_holes.py``), never read.
+        # Offsets this log lacks below its end, never read (``storage/log_holes.py``).
         self.holes = holes if holes is not None else LogHoles()
+        # No offset below this is ever assigned again: the highest log end this replica
+        # reached (durable in ``next-offset-floor-checkpoint``), lowered only by a
+        # truncation to a leader's log.
+        self._offset_floor = offset_floor
         self.quarantine = Quarantine(disk, clock, directory)
         self.producer_state = ProducerStateManager(disk, directory)
         self._reader = LogReader(self)
@@ -117,8 +128,10 @@ class Log:
         log_start_offset: int = 0,
         clean_shutdown: bool = False,
         validator: RecordValidator | None = None,
+        offset_floor: int = 0,
     ) -> Log:
-        """Load (and unless shut down cleanly, recover) the partition in ``directory``."""
+        """Load (and unless shut down cleanly, recover) the partition in ``directory``;
+        offsets below ``offset_floor`` that no segment holds become holes."""
         quarantine = Quarantine(disk, clock, directory)
         loaded = LogLoader(disk, clock, directory, config.index_interval_bytes, quarantine).load(
             recovery_point, log_start_offset, clean_shutdown
@@ -136,11 +149,13 @@ class Log:
             loaded.recovery_point,
             validator,
             loaded.holes,
+            offset_floor,
         )
+        log.holes_for_missing_offsets("startup")
         try:
             rebuild_producer_state(log)
         except DamagedBatch as damage:
-            log.cut_at_damage(damage, "a damaged header found at startup")
+            log.damage_found(damage, "a damaged header found at startup")
         return log
 
     # -- properties --------------------------------------------------------------------
@@ -162,6 +177,11 @@ class Log:
     @property
     def log_end_offset(self) -> int:
         return self._segments[-1].next_offset
+
+    @property
+    def offset_floor(self) -> int:
+        """The lowest offset a leader of this log may assign next."""
+        return max(self._offset_floor, self.log_end_offset)
 
     @property
     def recovery_point(self) -> int:
@@ -383,29 +403,35 @@ class Log:
         """Remove every batch at and after ``offset``, keeping them in quarantine first.
 
         As in Kafka, a batch containing ``offset`` goes whole, so the log end can end up
-        below ``offset``. Returns what was removed, or None if nothing was.
+        below ``offset``; so does a hole holding ``offset`` (the log ends at its start).
+        The log follows a leader's from here: its offset floor falls to its new end.
+        Returns what was removed, or None if nothing was.
         """
         if offset >= self.log_end_offset:
             return None
-        hole = self.holes.first_ending_after(offset)
-        if hole is not None:  # whatever a hole precedes goes with it
-            self.cut_at_hole(hole, reason)
-            return self.truncate_to(offset, reason)
+        hole = self.holes.covering(offset)
+        if hole is not None:
+            offset = hole.first_offset
         if offset < self._log_start_offset:
             return self.truncate_fully_and_start_at(offset, reason)
         index = self.segment_for(offset)
         part = (self.topic, self.partition)
         removed = keep_tail(self.quarantine, self._segments[index:], offset, reason, part)
-        found = self._segments[index].find_batch(offset)
+        target = self._segments[index]
+        found = target.find_batch(offset)
+        cuts = [found[0]] if found is not None else []
+        # Damaged bytes of a hole the truncation removes go too (they are in quarantine).
+        cuts += [h.position for h in self.holes if h.segment is target and h.end_offset > offset]
+        self.holes.forget_from(offset)
         for segment in self._segments[index + 1 :]:
             segment.delete()
         del self._segments[index + 1 :]
         del self._bases[index + 1 :]
-        target = self._segments[index]
-        if found is not None:
-            target.cut_at(found[0])
+        if cuts:
+            target.cut_at(min(cuts))
         target.activate()
         self._after_truncation()
+        self._offset_floor = self.log_end_offset
         return removed
 
     def truncate_fully_and_start_at(
@@ -421,7 +447,7 @@ class Log:
                 reason,
                 (self.topic, self.partition),
             )
-        self.holes.forget_where(self._segments, None)
+        self.holes.clear()
         for segment in self._segments:
             segment.delete()
         self._segments, self._bases = [], []
@@ -431,11 +457,14 @@ class Log:
         self.producer_state.clear()
         self.producer_state.delete_snapshots()
         self._recovery_point = offset
+        self._offset_floor = offset
         return removed
 
     def cut_at_damage(self, damage: DamagedBatch, context: str) -> DamageCut:
-        """End the log before a damaged batch: it and everything after it go to one
-        quarantine entry (``storage/damage.py``), and the log's state is rebuilt."""
+        """Remove a damaged batch whose extent is not known, and every byte after it, into
+        one quarantine entry (``storage/damage.py``). The offsets they held are not given
+        out again: up to the offset floor they become a hole of missing offsets."""
+        self._offset_floor = self.offset_floor
         while True:
             index = next(i for i, s in enumerate(self._segments) if s is damage.segment)
             where = f"{self.topic}-{self.partition}: {context}"
@@ -455,36 +484,89 @@ class Log:
             except DamagedBatch as again:  # found while replaying headers
                 damage = again
                 continue
-            if self.on_damage is not None:
-                self.on_damage(cut)
+            self.holes_for_missing_offsets(context)
             return cut
 
     def damage_found(self, damage: DamagedBatch, context: str) -> None:
-        """A damaged batch: a hole when the log is a follower's and the damage's extent
-        is known (``storage/log_holes.py``), otherwise the cut."""
+        """A damaged batch: a hole when its extent is known (``storage/log_holes.py``),
+        otherwise the cut, whose offsets become a hole too."""
         where = f"{self.topic}-{self.partition}: {context}"
         if not self.holes.open_at(self.quarantine, self._segments, damage, where):
             self.cut_at_damage(damage, context)
 
-    def cut_at_hole(self, hole: Hole, why: str) -> DamageCut:
-        """Give up on a hole: the log ends at its start, as at any damage."""
-        return self.cut_at_damage(DamagedBatch(hole.segment, hole.position, why), "a hole")
+    def holes_for_missing_offsets(self, context: str) -> None:
+        """Offsets below the log's end or its offset floor that no segment holds (a
+        segment file lost or cut short, a damaged tail) become holes, and the log's end
+        moves up to its floor, so that no offset is given out twice. A compacted log's
+        segments have gaps of their own: only its tail is judged."""
+        where = f"{self.topic}-{self.partition}: {context}"
+        if not self._config.compact:
+            for before, after in itertools.pairwise(self._segments):
+                first, end = before.next_offset, after.base_offset
+                if first < end and not any(
+                    h.first_offset < end and h.end_offset > first for h in self.holes
+                ):
+                    why = f"no segment holds them (the next segment is {after.log_path})"
+                    self.holes.open_missing(self.quarantine, first, end, why, where)
+        first, floor = self.log_end_offset, self._offset_floor
+        if first < floor:
+            if self.active_segment.size == 0:
+                self._replace_empty_active(floor)
+            else:
+                self.roll(floor)
+            why = f"the log had reached offset {floor} and now ends at {first}"
+            self.holes.open_missing(self.quarantine, first, floor, why, where)
 
     def fill_hole(self, hole: Hole, data: bytes) -> bool:
-        """Write a replica's copy of a hole's batches in place; True once it is gone, its
-        segment indexed anew and epochs and producer state rebuilt with its batches.
-        Raises RepairMismatch (the caller cuts)."""
-        headers = self.holes.fill(hole, data)
+        """Write a replica's copy of a hole's batches (in place, or as a new segment for
+        missing offsets); True once it is gone, its segment indexed anew and epochs and
+        producer state rebuilt with its batches. Raises RepairMismatch (the caller
+        truncates to the hole's start: its leader's log differs there)."""
+        fill = self._fill_missing if hole.missing else self.holes.fill
+        headers = fill(hole, data)
         epochs_learnt(self._epoch_cache, self._segments, headers)
-        if not headers or hole.position < hole.end_position:
+        if not headers or hole.first_offset < hole.end_offset:
             return False
-        hole.segment.reindex()
-        if hole.segment is not self.active_segment:
-            hole.segment.seal()
+        if hole.segment is not None:
+            hole.segment.reindex()
+            if hole.segment is not self.active_segment:
+                hole.segment.seal()
         self.producer_state.clear()
         self.producer_state.delete_snapshots()
         rebuild_producer_state(self)
         return True
+
+    def _fill_missing(self, hole: Hole, data: bytes) -> list[BatchHeader]:
+        """A new sealed segment at the hole's start holding the replica's batches."""
+        size, next_offset = fitting_batches(hole, data)
+        if size == 0:
+            return []
+        if hole.first_offset in self._bases:
+            raise RepairMismatch(f"a segment already starts at offset {hole.first_offset}")
+        batches = memoryview(data)[:size]
+        headers = [header for _, header in iter_batches(batches)]
+        segment = LogSegment(
+            self.disk,
+            self.directory,
+            hole.first_offset,
+            self._config.index_interval_bytes,
+            self.clock.time_ms(),
+        )
+        segment.append(batches, headers)
+        segment.seal()
+        at = bisect.bisect_right(self._bases, hole.first_offset)
+        self._segments.insert(at, segment)
+        self._bases.insert(at, hole.first_offset)
+        self.holes.shrink(hole, next_offset, 0)
+        logger.warning(
+            "%s-%d: offsets %d..%d of a hole of missing offsets filled from a replica into %s",
+            self.topic,
+            self.partition,
+            headers[0].base_offset,
+            next_offset - 1,
+            segment.log_path,
+        )
+        return headers
 
     def _after_truncation(self) -> None:
         end = self.log_end_offset
@@ -511,6 +593,7 @@ class Log:
             segment.delete(self.delete_later)
         self._epoch_cache.truncate_from_start(self._log_start_offset)
         self.producer_state.evict_before(self._log_start_offset)
+        self.holes.forget_before(self._log_start_offset)
 
     def replace_segments(self, old: list[LogSegment], new: LogSegment) -> None:
         """Put a cleaned segment in place of the consecutive sealed ``old`` ones (the
@@ -529,6 +612,7 @@ class Log:
             self._log_start_offset = offset
             self._epoch_cache.truncate_from_start(offset)
             self.producer_state.evict_before(offset)
+            self.holes.forget_before(offset)
 
     # -- durability and lifecycle ------------------------------------------------------
 

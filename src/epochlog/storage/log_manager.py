@@ -27,6 +27,7 @@ from epochlog.settings.broker import BROKER
 from epochlog.settings.registry import Settings, bind, bound
 from epochlog.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
+    OFFSET_FLOOR_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     OffsetCheckpointFile,
     TopicPartition,
@@ -58,6 +59,10 @@ logger = logging.getLogger("epochlog.storage")
 
 _MAX_TICK_S = 1.0
 _REPLACED_CHECK_INTERVAL_MS = 1000
+# How often the offset floors are written when they moved: a crash then loses at most
+# this long of them, and only records acknowledged within it can be given out again
+# if damage takes them (a torn write, as Kafka takes it).
+_OFFSET_FLOOR_INTERVAL_MS = 1000
 
 
 @dataclass(frozen=True)
@@ -128,6 +133,7 @@ class LogManager:
             self.settings.file_delete_delay_ms,
         )
         self._first_dirty: dict[TopicPartition, int] = {}
+        self._floors_written: dict[str, dict[TopicPartition, int]] = {}
         self._warned_no_hw = False
         self.validator = RecordValidator(self.settings.message_max_decompressed_bytes)
         self.scrubber = Scrubber(
@@ -200,6 +206,7 @@ class LogManager:
         clean = was_clean_shutdown(self.disk, log_dir)
         recovery = self._read_checkpoint(log_dir, RECOVERY_POINT_CHECKPOINT)
         starts = self._read_checkpoint(log_dir, LOG_START_OFFSET_CHECKPOINT)
+        floors = self._read_checkpoint(log_dir, OFFSET_FLOOR_CHECKPOINT)
         self._first_dirty.update(self._read_checkpoint(log_dir, CLEANER_CHECKPOINT))
         prefix = log_dir + "/"
         for table, logs, dirs in (
@@ -219,6 +226,7 @@ class LogManager:
                         recovery_point=recovery.get(tp, 0),
                         log_start_offset=starts.get(tp, 0),
                         clean_shutdown=clean,
+                        offset_floor=floors.get(tp, 0),
                     )
                     dirs[tp] = log_dir
         clear_clean_shutdown(self.disk, log_dir)
@@ -278,6 +286,7 @@ class LogManager:
         self.cleaner.close_retired(self.clock.time_ms(), force=True)
         self.checkpoint_cleaner_offsets()
         self.checkpoint_recovery_points()
+        self.checkpoint_offset_floors()
         self.checkpoint_log_start_offsets()
         holed = [log.directory for log in self._logs.values() if log.holes]
         for log_dir in self.online_dirs:
@@ -438,6 +447,7 @@ class LogManager:
             (self.clock.time_ms() + self.settings.file_delete_delay_ms, current, doomed)
         )
         self.checkpoint_recovery_points()
+        self.checkpoint_offset_floors()
         self.checkpoint_log_start_offsets()
         logger.info("%s-%d moved from %s to %s", topic, partition, source_dir, target_dir)
         return moved
@@ -512,6 +522,23 @@ class LogManager:
     def checkpoint_recovery_points(self) -> None:
         self._write_checkpoints(RECOVERY_POINT_CHECKPOINT, lambda log: log.recovery_point)
 
+    def checkpoint_offset_floors(self) -> None:
+        """Each log's offset floor (``Log.offset_floor``), in the dirs where one moved."""
+        for log_dir in self.online_dirs:
+            floors = {
+                (log.topic, log.partition): log.offset_floor for log, _ in self.logs_in(log_dir)
+            }
+            if self._floors_written.get(log_dir) == floors:
+                continue
+            try:
+                OffsetCheckpointFile(self.disk, f"{log_dir}/{OFFSET_FLOOR_CHECKPOINT}").write(
+                    floors
+                )
+            except OSError as exc:
+                self.fail_dir(log_dir, exc)
+                continue
+            self._floors_written[log_dir] = floors
+
     def checkpoint_log_start_offsets(self) -> None:
         self._write_checkpoints(LOG_START_OFFSET_CHECKPOINT, lambda log: log.log_start_offset)
 
@@ -554,6 +581,7 @@ class LogManager:
             ),
             (lambda: s.producer_id_expiration_check_interval_ms, self.expire_producers),
             (lambda: _REPLACED_CHECK_INTERVAL_MS, self.delete_replaced_logs),
+            (lambda: _OFFSET_FLOOR_INTERVAL_MS, lambda _: self.checkpoint_offset_floors()),
         ]
         loop = asyncio.get_running_loop()
         background = (self.roll_flusher, self.deferred_deletes)

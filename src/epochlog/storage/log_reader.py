@@ -47,9 +47,11 @@ class LogReader:
         OFFSET_OUT_OF_RANGE outside [log start, log end].
 
         Batches found on disk at startup and not yet checked in this run are CRC-checked
-        first; a damaged one is never served: the log is cut there, or on a follower it
-        becomes a hole (``Log.damage_found``), and the read answers from what is left. A
-        read stops before a hole; one starting inside a hole gets nothing.
+        first; a damaged one is never served: it becomes a hole (``Log.damage_found``),
+        and the read answers from what is left. A read stops before a hole; one starting
+        inside a hole is refused with KAFKA_STORAGE_ERROR (a client retries, and finds the
+        partition's next leader), unless no replica holds the hole (``Hole.lost``): then
+        it reads on from the hole's end, and the reader sees a gap in offsets.
         """
         while True:
             try:
@@ -67,6 +69,14 @@ class LogReader:
                 ErrorCode.OFFSET_OUT_OF_RANGE,
                 f"offset {start_offset} outside [{start}, {end}] of {log.topic}-{log.partition}",
             )
+        while (covering := log.holes.covering(start_offset)) is not None:
+            if not covering.lost:
+                raise KafkaError(
+                    ErrorCode.KAFKA_STORAGE_ERROR,
+                    f"offsets {covering.first_offset}..{covering.end_offset - 1} of "
+                    f"{log.topic}-{log.partition} are damaged on this replica",
+                )
+            start_offset = covering.end_offset
         limit_offset = end if max_offset is None else min(max_offset, end)
         hole = log.holes.read_limit(start_offset)
         if hole is not None:
