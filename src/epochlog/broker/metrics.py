@@ -129,6 +129,12 @@ class BrokerCollector(Collector):
                 "Bytes truncations and recoveries moved into the partition's quarantine.",
                 labels=PARTITION_LABELS,
             ),
+            "holes": GaugeMetricFamily(
+                "epochlog_log_hole_offsets",
+                "Offsets this replica lacks below its log end (damage), by whether a replica "
+                "may still fill them (awaiting_repair) or none can (lost).",
+                labels=[*PARTITION_LABELS, "state"],
+            ),
             "truncations": CounterMetricFamily(
                 "epochlog_log_truncations",
                 "Truncations of this replica's log (divergence from its leader, out of range).",
@@ -159,6 +165,10 @@ class BrokerCollector(Collector):
                 ("bytes", p.truncated_bytes),
             ):
                 families[key].add_metric(labels, value)
+            holes = list(log.holes)
+            for state, lost in (("awaiting_repair", False), ("lost", True)):
+                count = sum(h.end_offset - h.first_offset for h in holes if h.lost == lost)
+                families["holes"].add_metric([*labels, state], count)
         yield from families.values()
 
     def _controller_metrics(self) -> Iterator[Metric]:

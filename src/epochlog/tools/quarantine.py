@@ -38,11 +38,22 @@ def entries(log_dirs: list[str]) -> list[dict[str, Any]]:
 def format_entries(found: list[dict[str, Any]]) -> str:
     if not found:
         return "nothing quarantined"
-    return "\n".join(
-        f"{e['partition_dir']}: offsets {e.get('first_offset')}..{e.get('last_offset')}"
-        f" epochs {e.get('epochs')} {e.get('size')} bytes reason={e.get('reason')}"
-        f" file={e['file']}"
-        for e in found
+    return "\n".join(_entry_line(e) for e in found)
+
+
+def _entry_line(entry: dict[str, Any]) -> str:
+    """One entry: its offsets (a damaged tail's last as its header claimed it), what it
+    is (a hole of damaged bytes or missing offsets, or what a truncation removed)."""
+    last = entry.get("last_offset", entry.get("last_offset_claimed"))
+    last = "?" if last is None else last
+    kind = ""
+    if entry.get("hole"):
+        kind = " hole (missing offsets)" if entry.get("missing") else " hole (damaged bytes)"
+    epochs = f" epochs {entry['epochs']}" if entry.get("epochs") else ""
+    return (
+        f"{entry['partition_dir']}: offsets {entry.get('first_offset')}..{last}"
+        f"{kind}{epochs} {entry.get('size')} bytes reason={entry.get('reason')}"
+        f" file={entry['file']}"
     )
 
 
