@@ -83,8 +83,8 @@ def test_follower_repairs_a_damaged_batch_in_its_first_segment_from_the_leader(
 
         # Only the damaged bytes went to quarantine; every later segment stayed as it was
         # (the same files: re-fetched ones would be new files with the same bytes).
-        kept_bytes = sum(q["size"] for q in cluster.quarantined(FOLLOWER, TOPIC))
-        assert kept_bytes == victim.size
+        kept = cluster.quarantined(FOLLOWER, TOPIC)
+        assert sum(q["size"] for q in kept) == victim.size, kept
         assert [p.name for p in segment_files(log_dir, TOPIC)] == [p.name for p in segments]
         assert _identities(later) == later_before
         (kept,) = cluster.quarantined(FOLLOWER, TOPIC)

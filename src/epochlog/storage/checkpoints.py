@@ -9,11 +9,19 @@ replaced atomically so a crash leaves either the old or the new file.
 
 from __future__ import annotations
 
+import logging
+
 from epochlog.seams import Disk
+
+logger = logging.getLogger("epochlog.storage")
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 OFFSET_FLOOR_CHECKPOINT = "next-offset-floor-checkpoint"
+# How often the offset floors are written when they moved: a crash then loses at most
+# this long of them, and only records acknowledged within it can be given out again
+# if damage takes them (a torn write, as Kafka takes it).
+OFFSET_FLOOR_INTERVAL_MS = 1000
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 
 TopicPartition = tuple[str, int]
@@ -47,6 +55,32 @@ class OffsetCheckpointFile:
         lines = ["0", str(len(offsets))]
         lines += [f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())]
         self.disk.write_atomic(self.path, ("\n".join(lines) + "\n").encode())
+
+
+class DirCheckpoints:
+    """A broker's checkpoint files, by log dir and name. A malformed one reads as empty
+    (recovery then starts from scratch); one written often may be written only when it
+    changed."""
+
+    def __init__(self, disk: Disk) -> None:
+        self.disk = disk
+        self._written: dict[tuple[str, str], dict[TopicPartition, int]] = {}
+
+    def read(self, log_dir: str, name: str) -> dict[TopicPartition, int]:
+        try:
+            return OffsetCheckpointFile(self.disk, f"{log_dir}/{name}").read()
+        except (ValueError, UnicodeDecodeError) as exc:
+            logger.warning("ignoring %s/%s (recovering from scratch): %s", log_dir, name, exc)
+            return {}
+
+    def write(
+        self, log_dir: str, name: str, offsets: dict[TopicPartition, int], only_changed: bool
+    ) -> None:
+        """Raises OSError (the log dir failed)."""
+        if only_changed and self._written.get((log_dir, name)) == offsets:
+            return
+        OffsetCheckpointFile(self.disk, f"{log_dir}/{name}").write(offsets)
+        self._written[(log_dir, name)] = offsets
 
 
 def clean_shutdown_path(log_dir: str) -> str:

@@ -9,7 +9,6 @@ is destroyed: it is moved to ``quarantine/`` first.
 from __future__ import annotations
 
 import bisect
-import itertools
 import logging
 from collections.abc import Callable
 
@@ -26,15 +25,10 @@ from epochlog.protocol.record_validation import RecordValidator, default_validat
 from epochlog.seams import Clock, Disk
 from epochlog.storage.append_rules import check_batches, check_timestamps, recompressed
 from epochlog.storage.config import LogConfig
-from epochlog.storage.damage import DamageCut, quarantine_damaged_tail
+from epochlog.storage.damage import DamageCut
 from epochlog.storage.epoch_cache import LeaderEpochCache
-from epochlog.storage.log_holes import (
-    Hole,
-    LogHoles,
-    RepairMismatch,
-    epochs_learnt,
-    fitting_batches,
-)
+from epochlog.storage.log_damage import damage_found, fill_hole, holes_for_missing_offsets
+from epochlog.storage.log_holes import Hole, LogHoles
 from epochlog.storage.log_loader import LogLoader
 from epochlog.storage.log_reader import LogReader
 from epochlog.storage.log_transactions import markers_of, rebuild_producer_state, replay_written
@@ -151,7 +145,7 @@ class Log:
             loaded.holes,
             offset_floor,
         )
-        log.holes_for_missing_offsets("startup")
+        holes_for_missing_offsets(log, "startup")
         try:
             rebuild_producer_state(log)
         except DamagedBatch as damage:
@@ -423,14 +417,11 @@ class Log:
         # Damaged bytes of a hole the truncation removes go too (they are in quarantine).
         cuts += [h.position for h in self.holes if h.segment is target and h.end_offset > offset]
         self.holes.forget_from(offset)
-        for segment in self._segments[index + 1 :]:
-            segment.delete()
-        del self._segments[index + 1 :]
-        del self._bases[index + 1 :]
+        self.drop_segments_after(index)
         if cuts:
             target.cut_at(min(cuts))
         target.activate()
-        self._after_truncation()
+        self.rebuild_after_truncation()
         self._offset_floor = self.log_end_offset
         return removed
 
@@ -460,115 +451,37 @@ class Log:
         self._offset_floor = offset
         return removed
 
-    def cut_at_damage(self, damage: DamagedBatch, context: str) -> DamageCut:
-        """Remove a damaged batch whose extent is not known, and every byte after it, into
-        one quarantine entry (``storage/damage.py``). The offsets they held are not given
-        out again: up to the offset floor they become a hole of missing offsets."""
-        self._offset_floor = self.offset_floor
-        while True:
-            index = next(i for i, s in enumerate(self._segments) if s is damage.segment)
-            where = f"{self.topic}-{self.partition}: {context}"
-            cut = quarantine_damaged_tail(
-                self.quarantine, self._segments, index, damage.position, damage.reason, where
-            )
-            self.holes.forget_where(self._segments[index + 1 :], (damage.segment, damage.position))
-            for segment in self._segments[index + 1 :]:
-                segment.delete()
-            del self._segments[index + 1 :]
-            del self._bases[index + 1 :]
-            damage.segment.cut_at(damage.position)
-            damage.segment.activate()
-            self.damage_cuts.append(cut)
-            try:
-                self._after_truncation()
-            except DamagedBatch as again:  # found while replaying headers
-                damage = again
-                continue
-            self.holes_for_missing_offsets(context)
-            return cut
-
     def damage_found(self, damage: DamagedBatch, context: str) -> None:
-        """A damaged batch: a hole when its extent is known (``storage/log_holes.py``),
-        otherwise the cut, whose offsets become a hole too."""
-        where = f"{self.topic}-{self.partition}: {context}"
-        if not self.holes.open_at(self.quarantine, self._segments, damage, where):
-            self.cut_at_damage(damage, context)
-
-    def holes_for_missing_offsets(self, context: str) -> None:
-        """Offsets below the log's end or its offset floor that no segment holds (a
-        segment file lost or cut short, a damaged tail) become holes, and the log's end
-        moves up to its floor, so that no offset is given out twice. A compacted log's
-        segments have gaps of their own: only its tail is judged."""
-        where = f"{self.topic}-{self.partition}: {context}"
-        if not self._config.compact:
-            for before, after in itertools.pairwise(self._segments):
-                first, end = before.next_offset, after.base_offset
-                if first < end and not any(
-                    h.first_offset < end and h.end_offset > first for h in self.holes
-                ):
-                    why = f"no segment holds them (the next segment is {after.log_path})"
-                    self.holes.open_missing(self.quarantine, first, end, why, where)
-        first, floor = self.log_end_offset, self._offset_floor
-        if first < floor:
-            if self.active_segment.size == 0:
-                self._replace_empty_active(floor)
-            else:
-                self.roll(floor)
-            why = f"the log had reached offset {floor} and now ends at {first}"
-            self.holes.open_missing(self.quarantine, first, floor, why, where)
+        """A damaged batch becomes a hole (``storage/log_damage.py``)."""
+        damage_found(self, damage, context)
 
     def fill_hole(self, hole: Hole, data: bytes) -> bool:
-        """Write a replica's copy of a hole's batches (in place, or as a new segment for
-        missing offsets); True once it is gone, its segment indexed anew and epochs and
-        producer state rebuilt with its batches. Raises RepairMismatch (the caller
-        truncates to the hole's start: its leader's log differs there)."""
-        fill = self._fill_missing if hole.missing else self.holes.fill
-        headers = fill(hole, data)
-        epochs_learnt(self._epoch_cache, self._segments, headers)
-        if not headers or hole.first_offset < hole.end_offset:
-            return False
-        if hole.segment is not None:
-            hole.segment.reindex()
-            if hole.segment is not self.active_segment:
-                hole.segment.seal()
-        self.producer_state.clear()
-        self.producer_state.delete_snapshots()
-        rebuild_producer_state(self)
-        return True
+        """A replica's copy of a hole's batches (``storage/log_damage.py``)."""
+        return fill_hole(self, hole, data)
 
-    def _fill_missing(self, hole: Hole, data: bytes) -> list[BatchHeader]:
-        """A new sealed segment at the hole's start holding the replica's batches."""
-        size, next_offset = fitting_batches(hole, data)
-        if size == 0:
-            return []
-        if hole.first_offset in self._bases:
-            raise RepairMismatch(f"a segment already starts at offset {hole.first_offset}")
-        batches = memoryview(data)[:size]
-        headers = [header for _, header in iter_batches(batches)]
-        segment = LogSegment(
-            self.disk,
-            self.directory,
-            hole.first_offset,
-            self._config.index_interval_bytes,
-            self.clock.time_ms(),
-        )
-        segment.append(batches, headers)
-        segment.seal()
-        at = bisect.bisect_right(self._bases, hole.first_offset)
+    def pin_offset_floor(self) -> None:
+        """The log's end so far stays taken, whatever a cut removes next."""
+        self._offset_floor = self.offset_floor
+
+    def drop_segments_after(self, index: int) -> None:
+        for segment in self._segments[index + 1 :]:
+            segment.delete()
+        del self._segments[index + 1 :]
+        del self._bases[index + 1 :]
+
+    def move_end_to(self, offset: int) -> None:
+        """The log goes on at ``offset``, past offsets it does not hold."""
+        if self.active_segment.size == 0:
+            self._replace_empty_active(offset)
+        else:
+            self.roll(offset)
+
+    def insert_segment(self, segment: LogSegment) -> None:
+        at = bisect.bisect_right(self._bases, segment.base_offset)
         self._segments.insert(at, segment)
-        self._bases.insert(at, hole.first_offset)
-        self.holes.shrink(hole, next_offset, 0)
-        logger.warning(
-            "%s-%d: offsets %d..%d of a hole of missing offsets filled from a replica into %s",
-            self.topic,
-            self.partition,
-            headers[0].base_offset,
-            next_offset - 1,
-            segment.log_path,
-        )
-        return headers
+        self._bases.insert(at, segment.base_offset)
 
-    def _after_truncation(self) -> None:
+    def rebuild_after_truncation(self) -> None:
         end = self.log_end_offset
         self._epoch_cache.truncate_from_end(end)
         self._recovery_point = min(self._recovery_point, end)

@@ -28,8 +28,9 @@ from epochlog.settings.registry import Settings, bind, bound
 from epochlog.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     OFFSET_FLOOR_CHECKPOINT,
+    OFFSET_FLOOR_INTERVAL_MS,
     RECOVERY_POINT_CHECKPOINT,
-    OffsetCheckpointFile,
+    DirCheckpoints,
     TopicPartition,
     clear_clean_shutdown,
     mark_clean_shutdown,
@@ -59,10 +60,6 @@ logger = logging.getLogger("epochlog.storage")
 
 _MAX_TICK_S = 1.0
 _REPLACED_CHECK_INTERVAL_MS = 1000
-# How often the offset floors are written when they moved: a crash then loses at most
-# this long of them, and only records acknowledged within it can be given out again
-# if damage takes them (a torn write, as Kafka takes it).
-_OFFSET_FLOOR_INTERVAL_MS = 1000
 
 
 @dataclass(frozen=True)
@@ -110,7 +107,7 @@ class LogManager:
         self.clock = clock
         self.log_dirs = list(log_dirs)
         self.default_config = default_config
-        self.settings = settings or LogManagerSettings()
+        self.settings = s = settings or LogManagerSettings()
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, str] = {}
         # Logs being copied to another dir by AlterReplicaLogDirs (``log_dir_moves``).
@@ -126,21 +123,13 @@ class LogManager:
         self.preferred_dirs: dict[TopicPartition, str] = {}
         # Where each partition's high watermark comes from (bounds the cleaner).
         self.high_watermark = high_watermark
-        self.cleaner = LogCleaner(
-            disk,
-            clock,
-            self.settings.cleaner_dedupe_buffer_size,
-            self.settings.file_delete_delay_ms,
-        )
+        self.cleaner = LogCleaner(disk, clock, s.cleaner_dedupe_buffer_size, s.file_delete_delay_ms)
         self._first_dirty: dict[TopicPartition, int] = {}
-        self._floors_written: dict[str, dict[TopicPartition, int]] = {}
+        self.checkpoints = DirCheckpoints(disk)
         self._warned_no_hw = False
         self.validator = RecordValidator(self.settings.message_max_decompressed_bytes)
         self.scrubber = Scrubber(
-            clock,
-            self.all_logs,
-            self.settings.scrub_interval_ms,
-            self.settings.scrub_bytes_per_second,
+            clock, self.all_logs, s.scrub_interval_ms, s.scrub_bytes_per_second
         )
         self.deferred_deletes = DeferredDeletes(disk, clock)
         self.roll_flusher = RollFlusher(
@@ -204,10 +193,10 @@ class LogManager:
         self, log_dir: str, scan: DirScan, topic_configs: Callable[[str], LogConfig] | None
     ) -> None:
         clean = was_clean_shutdown(self.disk, log_dir)
-        recovery = self._read_checkpoint(log_dir, RECOVERY_POINT_CHECKPOINT)
-        starts = self._read_checkpoint(log_dir, LOG_START_OFFSET_CHECKPOINT)
-        floors = self._read_checkpoint(log_dir, OFFSET_FLOOR_CHECKPOINT)
-        self._first_dirty.update(self._read_checkpoint(log_dir, CLEANER_CHECKPOINT))
+        recovery = self.checkpoints.read(log_dir, RECOVERY_POINT_CHECKPOINT)
+        starts = self.checkpoints.read(log_dir, LOG_START_OFFSET_CHECKPOINT)
+        floors = self.checkpoints.read(log_dir, OFFSET_FLOOR_CHECKPOINT)
+        self._first_dirty.update(self.checkpoints.read(log_dir, CLEANER_CHECKPOINT))
         prefix = log_dir + "/"
         for table, logs, dirs in (
             (scan.current, self._logs, self._dir_of),
@@ -267,13 +256,6 @@ class LogManager:
     @property
     def online_dirs(self) -> list[str]:
         return [d for d in self.log_dirs if d not in self.offline_dirs]
-
-    def _read_checkpoint(self, log_dir: str, name: str) -> dict[TopicPartition, int]:
-        try:
-            return OffsetCheckpointFile(self.disk, f"{log_dir}/{name}").read()
-        except (ValueError, UnicodeDecodeError) as exc:
-            logger.warning("ignoring %s/%s (recovering from scratch): %s", log_dir, name, exc)
-            return {}
 
     def close(self) -> None:
         """Flush and close every log, write checkpoints, then mark a clean shutdown, but
@@ -524,29 +506,18 @@ class LogManager:
 
     def checkpoint_offset_floors(self) -> None:
         """Each log's offset floor (``Log.offset_floor``), in the dirs where one moved."""
-        for log_dir in self.online_dirs:
-            floors = {
-                (log.topic, log.partition): log.offset_floor for log, _ in self.logs_in(log_dir)
-            }
-            if self._floors_written.get(log_dir) == floors:
-                continue
-            try:
-                OffsetCheckpointFile(self.disk, f"{log_dir}/{OFFSET_FLOOR_CHECKPOINT}").write(
-                    floors
-                )
-            except OSError as exc:
-                self.fail_dir(log_dir, exc)
-                continue
-            self._floors_written[log_dir] = floors
+        self._write_checkpoints(OFFSET_FLOOR_CHECKPOINT, lambda log: log.offset_floor, True)
 
     def checkpoint_log_start_offsets(self) -> None:
         self._write_checkpoints(LOG_START_OFFSET_CHECKPOINT, lambda log: log.log_start_offset)
 
-    def _write_checkpoints(self, name: str, value: Callable[[Log], int]) -> None:
+    def _write_checkpoints(
+        self, name: str, value: Callable[[Log], int], only_changed: bool = False
+    ) -> None:
         for log_dir in self.online_dirs:
             offsets = {(log.topic, log.partition): value(log) for log, _ in self.logs_in(log_dir)}
             try:
-                OffsetCheckpointFile(self.disk, f"{log_dir}/{name}").write(offsets)
+                self.checkpoints.write(log_dir, name, offsets, only_changed)
             except OSError as exc:
                 self.fail_dir(log_dir, exc)
 
@@ -581,7 +552,7 @@ class LogManager:
             ),
             (lambda: s.producer_id_expiration_check_interval_ms, self.expire_producers),
             (lambda: _REPLACED_CHECK_INTERVAL_MS, self.delete_replaced_logs),
-            (lambda: _OFFSET_FLOOR_INTERVAL_MS, lambda _: self.checkpoint_offset_floors()),
+            (lambda: OFFSET_FLOOR_INTERVAL_MS, lambda _: self.checkpoint_offset_floors()),
         ]
         loop = asyncio.get_running_loop()
         background = (self.roll_flusher, self.deferred_deletes)

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from epochlog.seams import Clock, Disk
 from epochlog.storage.config import LogConfig
 from epochlog.storage.damage import DamageCut
 from epochlog.storage.epoch_cache import LeaderEpochCache
 from epochlog.storage.log_holes import LogHoles
 from epochlog.storage.producer_state import ProducerStateManager
+from epochlog.storage.quarantine import Quarantine
 from epochlog.storage.segment import DamagedBatch, DeleteLater, LogSegment
 
 
@@ -40,8 +42,30 @@ class LogView(Protocol):
 
     def segment_for(self, offset: int) -> int: ...
 
-    def cut_at_damage(self, damage: DamagedBatch, context: str) -> DamageCut: ...
-
     def damage_found(self, damage: DamagedBatch, context: str) -> None: ...
 
     def replace_segments(self, old: list[LogSegment], new: LogSegment) -> None: ...
+
+
+class DamageableLog(LogView, Protocol):
+    """What damage handling (``storage/log_damage.py``) reads and changes of a log."""
+
+    disk: Disk
+    clock: Clock
+    quarantine: Quarantine
+
+    @property
+    def offset_floor(self) -> int: ...
+
+    @property
+    def active_segment(self) -> LogSegment: ...
+
+    def pin_offset_floor(self) -> None: ...
+
+    def drop_segments_after(self, index: int) -> None: ...
+
+    def move_end_to(self, offset: int) -> None: ...
+
+    def insert_segment(self, segment: LogSegment) -> None: ...
+
+    def rebuild_after_truncation(self) -> None: ...

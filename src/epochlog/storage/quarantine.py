@@ -111,7 +111,16 @@ def keep_tail(
             last = header.last_offset
             if not epochs or epochs[-1] != header.partition_leader_epoch:
                 epochs.append(header.partition_leader_epoch)
-        sources.append((segment.file, position, segment.size - position))
+        # A hole's damaged bytes are in quarantine already, and would hide what follows.
+        at = position
+        for start, end in sorted(segment.holes):
+            if end <= at:
+                continue
+            if start > at:
+                sources.append((segment.file, at, start - at))
+            at = max(at, end)
+        if at < segment.size:
+            sources.append((segment.file, at, segment.size - at))
     first = offset if first is None else first
     last = first - 1 if last is None else last
     description = {
