@@ -1,12 +1,13 @@
 """The real network seam's connections: frames received into their own buffers over
-loopback, whatever the sizes and however they are split, and a request header read
-without copying the frame."""
+loopback, whatever the sizes and however they are split, buffers that grow only as
+their frames arrive, and a request header read without copying the frame."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import struct
+import tracemalloc
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from kafka.protocol.metadata import MetadataRequest
 from epochlog.protocol.apis import decode_request_header
 from epochlog.seams import Connection, Server
 from epochlog.seams.real import OsFile, SocketNetwork
-from epochlog.seams.socket_stream import DIRECT_READ_BYTES, READ_AHEAD_LIMIT
+from epochlog.seams.socket_stream import DIRECT_READ_BYTES, FIRST_FRAME_BYTES, READ_AHEAD_LIMIT
 
 
 def run(scenario: Callable[[], Awaitable[None]]) -> None:
@@ -77,6 +78,61 @@ def test_a_read_given_up_by_its_reader_leaves_its_bytes_for_the_next() -> None:
         client.write(payload[DIRECT_READ_BYTES + 10 :])
         await client.drain()
         assert await conn.read_exactly(len(payload)) == payload
+        conn.close()
+        client.close()
+        server.close()
+
+    run(scenario)
+
+
+def test_a_read_given_up_while_its_buffer_grew_leaves_its_bytes_for_the_next() -> None:
+    async def scenario() -> None:
+        server, client, conn = await connected()
+        payload = os.urandom(5 * FIRST_FRAME_BYTES)
+        client.write(payload[: 3 * FIRST_FRAME_BYTES + 10])
+        await client.drain()
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.3):
+                await conn.read_exactly(len(payload))
+        client.write(payload[3 * FIRST_FRAME_BYTES + 10 :])
+        await client.drain()
+        assert await conn.read_exactly(len(payload)) == payload
+        assert conn.received == len(payload)
+        conn.close()
+        client.close()
+        server.close()
+
+    run(scenario)
+
+
+def test_a_frame_announced_large_holds_memory_only_for_what_arrived() -> None:
+    """A peer that announced 16 MiB and sent a kilobyte once cost 16 MiB at once."""
+    announced = 16 << 20
+    payload = os.urandom(announced)
+
+    async def until_received(conn: Connection, count: int) -> None:
+        while conn.received < count:
+            await asyncio.sleep(0.01)
+
+    async def scenario() -> None:
+        server, client, conn = await connected()
+        tracemalloc.start()
+        try:
+            reading = asyncio.ensure_future(conn.read_exactly(announced))
+            client.write(payload[:1000])
+            await asyncio.wait_for(until_received(conn, 1000), 5)
+            held = tracemalloc.get_traced_memory()[1]
+            assert held <= 2 * FIRST_FRAME_BYTES, f"{held} bytes for 1,000 received"
+            # Then in pieces, each received while the buffer grows.
+            for start in range(1000, announced, 1 << 20):
+                client.write(payload[start : start + (1 << 20)])
+                await client.drain()
+                await asyncio.wait_for(until_received(conn, min(announced, start + (1 << 20))), 5)
+                held = tracemalloc.get_traced_memory()[0]
+                assert held <= 2 * conn.received + FIRST_FRAME_BYTES
+            assert await asyncio.wait_for(reading, 5) == payload
+        finally:
+            tracemalloc.stop()
         conn.close()
         client.close()
         server.close()
