@@ -189,6 +189,7 @@ class ConnectionLoop:
         clock: Clock,
         max_request_bytes: int,
         idle_timeout_s: float,
+        stall_timeout_s: float,
         ready: asyncio.Event | None = None,
         queued_max_request_bytes: int = -1,
     ) -> None:
@@ -196,6 +197,7 @@ class ConnectionLoop:
         self._clock = clock
         self._max_request_bytes = max_request_bytes
         self._idle_timeout_s = idle_timeout_s
+        self._stall_timeout_s = stall_timeout_s
         self._budget = (
             RequestBytesBudget(queued_max_request_bytes) if queued_max_request_bytes > 0 else None
         )
@@ -217,7 +219,7 @@ class ConnectionLoop:
         self.open_connections[conn] = None
         task = asyncio.current_task()
         assert task is not None
-        watch = IdleWatch(self._clock, self._idle_timeout_s, conn.peer, task)
+        watch = IdleWatch(self._clock, self._idle_timeout_s, self._stall_timeout_s, conn, task)
         try:
             session = open_session(conn, listener, mapper, sasl)
             if self._ready is not None:

@@ -106,7 +106,14 @@ _SERVER = _section(
             "connections.max.idle.ms",
             _MS,
             600000,
-            "Connections idle this long are closed.",
+            "Connections idle this long, or this long into receiving a request, are closed.",
+        ),
+        (
+            "request.stall.timeout.ms",
+            _MS,
+            30000,
+            "epochlog's own: a connection whose request frame gets no byte for this long is "
+            "closed, freeing its share of queued.max.request.bytes (found within twice this).",
         ),
         (
             "message.max.bytes",
