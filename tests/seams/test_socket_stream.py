@@ -12,10 +12,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
+import trustme
 from kafka.protocol.metadata import MetadataRequest
 
 from epochlog.protocol.apis import decode_request_header
-from epochlog.seams import Connection, Server
+from epochlog.seams import Connection, Server, Tls
 from epochlog.seams.real import OsFile, SocketNetwork
 from epochlog.seams.socket_stream import DIRECT_READ_BYTES, FIRST_FRAME_BYTES, READ_AHEAD_LIMIT
 
@@ -45,13 +46,26 @@ async def connected() -> tuple[Server, Connection, Connection]:
     return server, client, await accepted.get()
 
 
-def test_frames_small_and_large_sent_back_to_back_arrive_whole() -> None:
+def tls_pair() -> tuple[Tls, Tls]:
+    """A server's and a client's side of TLS on 127.0.0.1, from a fresh CA."""
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    chain = b"".join(blob.bytes() for blob in cert.cert_chain_pems)
+    server = Tls(certificate_chain=chain, private_key=cert.private_key_pem.bytes())
+    return server, Tls(trusted=ca.cert_pem.bytes())
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])
+def test_frames_small_and_large_sent_back_to_back_arrive_whole(tls: bool) -> None:
+    """Frames above FIRST_FRAME_BYTES grow their buffers as they arrive (over TLS too,
+    whose transport fills a buffer in several reads)."""
     sizes = [4, 1, DIRECT_READ_BYTES - 1, DIRECT_READ_BYTES, 3 << 20, 10, READ_AHEAD_LIMIT + 7]
+    server_tls, client_tls = tls_pair() if tls else (None, None)
 
     async def scenario() -> None:
         network = SocketNetwork()
-        server = await network.serve("127.0.0.1", 0, echo_frames)
-        client = await network.connect("127.0.0.1", server.port)
+        server = await network.serve("127.0.0.1", 0, echo_frames, server_tls)
+        client = await network.connect("127.0.0.1", server.port, client_tls)
         frames = [os.urandom(n) for n in sizes]
         # All at once: the server's reads split and join them as the kernel pleases.
         client.writelines([struct.pack(">i", len(f)) + f for f in frames])
