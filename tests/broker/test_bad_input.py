@@ -235,34 +235,95 @@ def test_lengths_running_past_the_frame_close_the_connection_and_create_nothing(
     run(scenario)
 
 
-def test_partial_frames_of_many_connections_hold_at_most_queued_max_request_bytes(
+async def until(condition: Callable[[], bool]) -> None:
+    while not condition():
+        await asyncio.sleep(0.01)
+
+
+async def closed_by_broker(conn: Any) -> bool:
+    try:
+        await conn.read_exactly(1)
+    except (asyncio.IncompleteReadError, ConnectionError):
+        return True
+    return False
+
+
+async def hostage(broker: Any, announced: int) -> Any:
+    """A connection that announces an ``announced``-byte ApiVersions, sends its header
+    and a little more, and stalls."""
+    conn = await broker.seams.network.connect("127.0.0.1", broker.port)
+    conn.write(struct.pack(">i", announced) + header(18, 0) + b"\x00" * 1000)
+    await conn.drain()
+    return conn
+
+
+def test_stalled_frames_of_many_connections_hold_in_turn_at_most_what_large_ones_may(
     tmp_path: Path,
 ) -> None:
-    declared = 2_000_000
+    budget_bytes = 3_000_000
     settings = {
-        "queued.max.request.bytes": "3000000",
-        "connections.max.idle.ms": "2000",
-        "socket.request.max.bytes": str(declared),
+        "queued.max.request.bytes": str(budget_bytes),
+        "socket.request.max.bytes": str(budget_bytes // 2),
+        "request.stall.timeout.ms": "300",
     }
 
     async def scenario() -> None:
         async with running_broker(tmp_path, **settings) as broker:
             budget = broker._connections._budget
-            senders = []
-            for _ in range(10):
-                conn = await broker.seams.network.connect("127.0.0.1", broker.port)
-                conn.write(struct.pack(">i", declared) + header(18, 0) + b"\x00" * 1_000_000)
-                await conn.drain()
-                senders.append(conn)
-            await asyncio.sleep(0.5)
-            # One frame's worth is reserved; the other nine wait unread.
-            assert 0 < budget.used <= 3_000_000
-            # Stalled frames are dropped after connections.max.idle.ms, freeing the budget.
-            await asyncio.sleep(2.5 * 2)
-            await asyncio.wait_for(still_serving(broker), 30)
+            senders = [await hostage(broker, budget_bytes // 2) for _ in range(4)]
+            await asyncio.wait_for(until(lambda: budget.used > 0), 5)
+            # One is admitted: a second would pass three quarters of the budget.
+            assert budget.large == budget.used == budget_bytes // 2
+            await asyncio.wait_for(still_serving(broker), 5)
+            # Each is closed once stalled, and the next admitted, until none is left.
             for conn in senders:
+                assert await asyncio.wait_for(closed_by_broker(conn), 10)
                 conn.close()
-            await asyncio.sleep(0.2)
+            await asyncio.wait_for(until(lambda: budget.used == 0), 5)
+            await still_serving(broker)
+
+    run(scenario)
+
+
+def test_a_frame_above_half_the_budget_closes_the_connection_with_a_log_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path, **{"queued.max.request.bytes": "100000"}) as broker:
+            assert await raw_exchange(broker, struct.pack(">i", 50_001) + header(18, 0)) == b""
+            await still_serving(broker)
+
+    with caplog.at_level(logging.WARNING, logger="epochlog.server"):
+        run(scenario)
+    assert "requests above 50000 bytes (half of queued.max.request.bytes=100000)" in caplog.text
+    assert "request of 50001 bytes exceeds queued.max.request.bytes/2=50000" in caplog.text
+
+
+def test_a_large_request_waits_for_stalled_ones_while_small_ones_are_served(
+    tmp_path: Path,
+) -> None:
+    """Two stalled frames hold all that large ones may: a 100 KB Produce waits until
+    the stall timeout closes them; ApiVersions meanwhile is answered at once."""
+    settings = {
+        "queued.max.request.bytes": "400000",
+        "request.stall.timeout.ms": "2000",
+    }
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path, **settings) as broker:
+            budget = broker._connections._budget
+            conn = await connect(broker)
+            await create_topic_via_metadata(conn, "t")
+            senders = [await hostage(broker, 150_000) for _ in range(2)]
+            await asyncio.wait_for(until(lambda: budget.large == budget.large_limit), 5)
+            waiting = asyncio.ensure_future(produce(conn, "t", batch([b"x" * 100_000])))
+            await asyncio.wait_for(still_serving(broker), 1)
+            assert not waiting.done()
+            assert (await asyncio.wait_for(waiting, 10)).error_code == ErrorCode.NONE
+            for sender in senders:
+                assert await asyncio.wait_for(closed_by_broker(sender), 5)
+                sender.close()
+            await conn.close()
 
     run(scenario)
 
@@ -336,10 +397,6 @@ def test_a_large_create_topics_leaves_the_broker_answering_meanwhile(tmp_path: P
             longest_stall = max(longest_stall, time.thread_time() - started)
         await other.close()
         return await task, longest_stall, longest_answer
-
-    async def until(condition: Callable[[], bool]) -> None:
-        while not condition():
-            await asyncio.sleep(0.01)
 
     async def scenario() -> None:
         async with running_broker(tmp_path) as broker:

@@ -1,6 +1,7 @@
 """connections.max.idle.ms: silent connections and stalled frames are closed with a log
 line; a connection that keeps sending, or whose request takes longer than that to serve,
-is not."""
+is not. request.stall.timeout.ms: a frame that stops arriving is closed sooner; one that
+keeps arriving, however slowly, is not."""
 
 from __future__ import annotations
 
@@ -65,6 +66,50 @@ def test_a_frame_stalled_mid_way_is_closed_after_the_idle_time_with_a_log_line(
     with caplog.at_level(logging.INFO, logger="epochlog.broker"):
         run(scenario)
     assert "a 100-byte request did not arrive within connections.max.idle.ms" in caplog.text
+
+
+STALL = {"request.stall.timeout.ms": "300"}
+
+
+def test_a_frame_that_stops_arriving_is_closed_after_the_stall_timeout_with_a_log_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path, **STALL) as broker:
+            conn = await broker.seams.network.connect("127.0.0.1", broker.port)
+            conn.write(struct.pack(">i", 100_000) + b"\x00" * 10)
+            await conn.drain()
+            # Found within twice the stall timeout, ten minutes before the idle one.
+            assert await closed_within(conn, 5)
+            conn.close()
+            assert broker._connections._budget.used == 0
+
+    with caplog.at_level(logging.INFO, logger="epochlog.broker"):
+        run(scenario)
+    assert "a 100000-byte request stalled for request.stall.timeout.ms" in caplog.text
+
+
+def test_a_frame_that_keeps_arriving_slowly_is_not_closed(tmp_path: Path) -> None:
+    """A byte every 0.15 s: the frame's 14 take 2 s, seven stall timeouts."""
+    request = ApiVersionsRequest()
+    request.with_header(correlation_id=7, client_id="slow")
+    body = bytes(request.encode(version=0, header=True))
+    frame = struct.pack(">i", len(body)) + body
+    pieces = [frame[i : i + 1] for i in range(len(frame))]
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path, **STALL) as broker:
+            conn = await broker.seams.network.connect("127.0.0.1", broker.port)
+            for piece in pieces[:-1]:
+                conn.write(piece)
+                await conn.drain()
+                await asyncio.sleep(0.15)
+            conn.write(pieces[-1])
+            (size,) = struct.unpack(">i", await asyncio.wait_for(conn.read_exactly(4), 5))
+            assert struct.unpack(">i", (await conn.read_exactly(size))[:4]) == (7,)
+            conn.close()
+
+    run(scenario)
 
 
 def test_a_connection_that_keeps_sending_is_never_idle(tmp_path: Path) -> None:

@@ -115,6 +115,7 @@ class Node:
             self.seams.clock,
             1 << 30,
             600,
+            30,
         )
         self._server = await self.seams.network.serve(
             "127.0.0.1",

@@ -1,22 +1,24 @@
 """The real network seam's connections: frames received into their own buffers over
-loopback, whatever the sizes and however they are split, and a request header read
-without copying the frame."""
+loopback, whatever the sizes and however they are split, buffers that grow only as
+their frames arrive, and a request header read without copying the frame."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import struct
+import tracemalloc
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
+import trustme
 from kafka.protocol.metadata import MetadataRequest
 
 from epochlog.protocol.apis import decode_request_header
-from epochlog.seams import Connection, Server
+from epochlog.seams import Connection, Server, Tls
 from epochlog.seams.real import OsFile, SocketNetwork
-from epochlog.seams.socket_stream import DIRECT_READ_BYTES, READ_AHEAD_LIMIT
+from epochlog.seams.socket_stream import DIRECT_READ_BYTES, FIRST_FRAME_BYTES, READ_AHEAD_LIMIT
 
 
 def run(scenario: Callable[[], Awaitable[None]]) -> None:
@@ -44,13 +46,26 @@ async def connected() -> tuple[Server, Connection, Connection]:
     return server, client, await accepted.get()
 
 
-def test_frames_small_and_large_sent_back_to_back_arrive_whole() -> None:
+def tls_pair() -> tuple[Tls, Tls]:
+    """A server's and a client's side of TLS on 127.0.0.1, from a fresh CA."""
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    chain = b"".join(blob.bytes() for blob in cert.cert_chain_pems)
+    server = Tls(certificate_chain=chain, private_key=cert.private_key_pem.bytes())
+    return server, Tls(trusted=ca.cert_pem.bytes())
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])
+def test_frames_small_and_large_sent_back_to_back_arrive_whole(tls: bool) -> None:
+    """Frames above FIRST_FRAME_BYTES grow their buffers as they arrive (over TLS too,
+    whose transport fills a buffer in several reads)."""
     sizes = [4, 1, DIRECT_READ_BYTES - 1, DIRECT_READ_BYTES, 3 << 20, 10, READ_AHEAD_LIMIT + 7]
+    server_tls, client_tls = tls_pair() if tls else (None, None)
 
     async def scenario() -> None:
         network = SocketNetwork()
-        server = await network.serve("127.0.0.1", 0, echo_frames)
-        client = await network.connect("127.0.0.1", server.port)
+        server = await network.serve("127.0.0.1", 0, echo_frames, server_tls)
+        client = await network.connect("127.0.0.1", server.port, client_tls)
         frames = [os.urandom(n) for n in sizes]
         # All at once: the server's reads split and join them as the kernel pleases.
         client.writelines([struct.pack(">i", len(f)) + f for f in frames])
@@ -77,6 +92,61 @@ def test_a_read_given_up_by_its_reader_leaves_its_bytes_for_the_next() -> None:
         client.write(payload[DIRECT_READ_BYTES + 10 :])
         await client.drain()
         assert await conn.read_exactly(len(payload)) == payload
+        conn.close()
+        client.close()
+        server.close()
+
+    run(scenario)
+
+
+def test_a_read_given_up_while_its_buffer_grew_leaves_its_bytes_for_the_next() -> None:
+    async def scenario() -> None:
+        server, client, conn = await connected()
+        payload = os.urandom(5 * FIRST_FRAME_BYTES)
+        client.write(payload[: 3 * FIRST_FRAME_BYTES + 10])
+        await client.drain()
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.3):
+                await conn.read_exactly(len(payload))
+        client.write(payload[3 * FIRST_FRAME_BYTES + 10 :])
+        await client.drain()
+        assert await conn.read_exactly(len(payload)) == payload
+        assert conn.received == len(payload)
+        conn.close()
+        client.close()
+        server.close()
+
+    run(scenario)
+
+
+def test_a_frame_announced_large_holds_memory_only_for_what_arrived() -> None:
+    """A peer that announced 16 MiB and sent a kilobyte once cost 16 MiB at once."""
+    announced = 16 << 20
+    payload = os.urandom(announced)
+
+    async def until_received(conn: Connection, count: int) -> None:
+        while conn.received < count:
+            await asyncio.sleep(0.01)
+
+    async def scenario() -> None:
+        server, client, conn = await connected()
+        tracemalloc.start()
+        try:
+            reading = asyncio.ensure_future(conn.read_exactly(announced))
+            client.write(payload[:1000])
+            await asyncio.wait_for(until_received(conn, 1000), 5)
+            held = tracemalloc.get_traced_memory()[1]
+            assert held <= 2 * FIRST_FRAME_BYTES, f"{held} bytes for 1,000 received"
+            # Then in pieces, each received while the buffer grows.
+            for start in range(1000, announced, 1 << 20):
+                client.write(payload[start : start + (1 << 20)])
+                await client.drain()
+                await asyncio.wait_for(until_received(conn, min(announced, start + (1 << 20))), 5)
+                held = tracemalloc.get_traced_memory()[0]
+                assert held <= 2 * conn.received + FIRST_FRAME_BYTES
+            assert await asyncio.wait_for(reading, 5) == payload
+        finally:
+            tracemalloc.stop()
         conn.close()
         client.close()
         server.close()

@@ -236,6 +236,10 @@ class BrokerProcess:
         """VmHWM of the running broker: the most resident memory it ever used."""
         return _status_kib(self.pid, "VmHWM") * 1024
 
+    def rss_bytes(self) -> int:
+        """VmRSS of the running broker: the resident memory it uses now."""
+        return _status_kib(self.pid, "VmRSS") * 1024
+
     def _running(self) -> subprocess.Popen[bytes]:
         assert self.proc is not None and self.proc.poll() is None, (
             "broker is not running\n" + self.tail()

@@ -172,6 +172,7 @@ class Broker:
             seams.clock,
             max_request_bytes=config["socket.request.max.bytes"],
             idle_timeout_s=config["connections.max.idle.ms"] / 1000,
+            stall_timeout_s=config["request.stall.timeout.ms"] / 1000,
             ready=self._joined,
             queued_max_request_bytes=config["queued.max.request.bytes"],
         )

@@ -13,6 +13,7 @@ from typing import Any
 from epochlog.broker.handlers import Handler
 from epochlog.broker.handlers.api_versions import unsupported_version_answer
 from epochlog.broker.idle_connections import HANDLING, IN_FRAME, WAITING, IdleWatch
+from epochlog.broker.request_budget import RequestBytesBudget
 from epochlog.broker.responses import RawResponse
 from epochlog.metrics.requests import RequestMetrics
 from epochlog.protocol.apis import (
@@ -158,28 +159,6 @@ async def _send_raw(conn: Connection, header: bytes, response: RawResponse) -> N
         conn.writelines(pending)
 
 
-class RequestBytesBudget:
-    """``queued.max.request.bytes``: how many request bytes all connections together may
-    hold (Kafka's memory pool). A connection reserves a frame's declared size before it
-    reads the frame and gives it back once the request is answered; while the budget is
-    spent, connections wait unread, so slow or hostile senders cannot grow the broker."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.used = 0
-        self._freed = asyncio.Event()
-
-    async def acquire(self, size: int) -> None:
-        while self.used and self.used + size > self.limit:
-            self._freed.clear()
-            await self._freed.wait()
-        self.used += size
-
-    def release(self, size: int) -> None:
-        self.used -= size
-        self._freed.set()
-
-
 class ConnectionLoop:
     """Reads size-prefixed frames from one connection until it closes or misbehaves."""
 
@@ -189,6 +168,7 @@ class ConnectionLoop:
         clock: Clock,
         max_request_bytes: int,
         idle_timeout_s: float,
+        stall_timeout_s: float,
         ready: asyncio.Event | None = None,
         queued_max_request_bytes: int = -1,
     ) -> None:
@@ -196,9 +176,18 @@ class ConnectionLoop:
         self._clock = clock
         self._max_request_bytes = max_request_bytes
         self._idle_timeout_s = idle_timeout_s
+        self._stall_timeout_s = stall_timeout_s
         self._budget = (
             RequestBytesBudget(queued_max_request_bytes) if queued_max_request_bytes > 0 else None
         )
+        if self._budget is not None and self._budget.share < max_request_bytes:
+            log.warning(
+                "requests above %d bytes (half of queued.max.request.bytes=%d) will be "
+                "refused, though socket.request.max.bytes=%d",
+                self._budget.share,
+                queued_max_request_bytes,
+                max_request_bytes,
+            )
         # In the order they came (closed in that order at shutdown: replayable).
         self.open_connections: dict[Connection, None] = {}
         # When given, requests wait for it: a broker sets it once it has joined the
@@ -217,7 +206,7 @@ class ConnectionLoop:
         self.open_connections[conn] = None
         task = asyncio.current_task()
         assert task is not None
-        watch = IdleWatch(self._clock, self._idle_timeout_s, conn.peer, task)
+        watch = IdleWatch(self._clock, self._idle_timeout_s, self._stall_timeout_s, conn, task)
         try:
             session = open_session(conn, listener, mapper, sasl)
             if self._ready is not None:
@@ -231,6 +220,8 @@ class ConnectionLoop:
                 auth = session.authentication
                 if auth is not None and auth.max_frame() is not None:
                     limit, setting = auth.max_frame(), "sasl.server.max.receive.size"
+                if self._budget is not None and self._budget.share < limit:
+                    limit, setting = self._budget.share, "queued.max.request.bytes/2"
                 if size < 0 or size > limit:
                     log.warning(
                         "closing connection from %s: request of %d bytes exceeds %s=%d",

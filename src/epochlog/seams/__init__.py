@@ -121,6 +121,10 @@ class Connection(Protocol):
     # The DER certificate a TLS peer presented and we verified; None otherwise.
     peer_certificate: bytes | None
 
+    @property
+    def received(self) -> int:
+        """Bytes received so far, read or not: two readings tell whether a peer stalls."""
+
     async def read_exactly(self, n: int) -> bytes:
         """Raises ConnectionError (or IncompleteRead) when the peer goes away."""
 

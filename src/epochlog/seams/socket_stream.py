@@ -3,15 +3,18 @@
 asyncio's StreamReader appends every chunk the socket gives to one growing buffer and
 copies each frame out of it again: a 1 MB Produce crossed memory three times before it
 was decoded, a third of a broker's time under large batches. Here a frame's buffer is
-allocated at its announced size and handed to the transport, which ``recv_into``s it;
-only what arrives before anyone asks for it (the next small frame) goes through a
-scratch buffer.
+handed to the transport, which ``recv_into``s it; only what arrives before anyone asks
+for it (the next small frame) goes through a scratch buffer. The buffer grows as the
+frame arrives and is never zeroed (each byte is received before it is read): it was
+allocated at the announced size by ``bytearray(n)``, which zeroes every page, so a peer
+that announced 100 MB and sent a kilobyte cost the broker 100 MB of resident memory.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import os
 import socket
 import ssl
@@ -24,10 +27,27 @@ SCRATCH_BYTES = 256 << 10
 # The rest of a frame at least this big is received into the frame itself; a smaller
 # rest goes through the scratch buffer, so that one read also takes what follows it.
 DIRECT_READ_BYTES = 64 << 10
+# A frame's buffer starts at most this big and doubles as it fills. A produced batch is
+# about this big: its frame is received into one buffer, each growth costing a read
+# and a turn of the loop more.
+FIRST_FRAME_BYTES = 1 << 20
 SEND_CHUNK = 1 << 20
 # A piece written by itself, not copied into a joined buffer first: one more send()
 # (a few microseconds) costs less than copying this many bytes.
 LARGE_WRITE = 64 << 10
+
+
+_resize = ctypes.pythonapi.PyByteArray_Resize
+_resize.argtypes = (ctypes.py_object, ctypes.c_ssize_t)
+_resize.restype = ctypes.c_int
+
+
+def _frame_buffer(size: int) -> bytearray:
+    """A bytearray of ``size`` bytes left as the allocator gives them: ``bytearray(n)``
+    zeroes every page first, which ``recv_into`` then overwrites."""
+    buffer = bytearray()
+    _resize(buffer, size)
+    return buffer
 
 
 class ReceiveProtocol(asyncio.BufferedProtocol):
@@ -48,6 +68,9 @@ class ReceiveProtocol(asyncio.BufferedProtocol):
         self._scratch = memoryview(bytearray(SCRATCH_BYTES))
         self._frame: bytearray | None = None
         self._filled = 0
+        self._target = 0  # the frame's announced size: its buffer grows to it
+        # Every byte received, for a check that a frame is still arriving.
+        self.received = 0
         self._direct = False
         self._waiter: asyncio.Future[None] | None = None
         self._closed = False
@@ -67,12 +90,16 @@ class ReceiveProtocol(asyncio.BufferedProtocol):
 
     def get_buffer(self, sizehint: int) -> memoryview:
         frame = self._frame
+        if frame is not None:
+            # Room for a direct read whenever so much of the frame is still to come.
+            self._grow(frame, DIRECT_READ_BYTES)
         self._direct = frame is not None and len(frame) - self._filled >= DIRECT_READ_BYTES
         if self._direct:
             return memoryview(frame)[self._filled :]  # type: ignore[arg-type]
         return self._scratch
 
     def buffer_updated(self, nbytes: int) -> None:
+        self.received += nbytes
         frame = self._frame
         if self._direct:
             self._filled += nbytes
@@ -80,7 +107,8 @@ class ReceiveProtocol(asyncio.BufferedProtocol):
             received = self._scratch[:nbytes]
             if frame is not None:
                 # A small frame's rest: copied, and what follows it read in the same call.
-                take = min(nbytes, len(frame) - self._filled)
+                take = min(nbytes, self._target - self._filled)
+                self._grow(frame, take)
                 frame[self._filled : self._filled + take] = received[:take]
                 self._filled += take
                 received = received[take:]
@@ -89,12 +117,19 @@ class ReceiveProtocol(asyncio.BufferedProtocol):
                 if len(self._ahead) > READ_AHEAD_LIMIT and not self._reading_paused:
                     self._reading_paused = True
                     self.transport.pause_reading()  # type: ignore[union-attr]
-        if frame is not None and self._filled == len(frame):
+        if frame is not None and self._filled == self._target:
             # Complete: what arrives next (before the reader resumes) must not be
             # offered an empty buffer, which the transport takes for a fault.
             self._frame = None
         if self._frame is None:
             self._wake()
+
+    def _grow(self, frame: bytearray, coming: int) -> None:
+        """Room in the frame's buffer for ``coming`` more bytes, doubling it. Only while
+        the transport holds no view of it: a resize would fail."""
+        needed = min(self._target, self._filled + coming)
+        if needed > len(frame):
+            _resize(frame, min(self._target, max(needed, 2 * len(frame))))
 
     def eof_received(self) -> bool:
         self._closed = True
@@ -130,12 +165,12 @@ class ReceiveProtocol(asyncio.BufferedProtocol):
             del self._ahead[:n]
             self._maybe_resume_reading()
             return data
-        frame = bytearray(n)
         have = len(self._ahead)
+        frame = _frame_buffer(max(have, min(n, FIRST_FRAME_BYTES)))
         frame[:have] = self._ahead
         self._ahead.clear()
         self._maybe_resume_reading()
-        self._frame, self._filled = frame, have
+        self._frame, self._filled, self._target = frame, have, n
         try:
             while self._frame is not None:
                 if self._closed:
@@ -166,7 +201,7 @@ class ReceiveProtocol(asyncio.BufferedProtocol):
     def _incomplete(self, frame: bytearray) -> BaseException:
         if self._error is not None:
             return ConnectionResetError(f"connection lost: {self._error}")
-        return asyncio.IncompleteReadError(bytes(frame[: self._filled]), len(frame))
+        return asyncio.IncompleteReadError(bytes(frame[: self._filled]), self._target)
 
     def _maybe_resume_reading(self) -> None:
         if self._reading_paused and len(self._ahead) <= READ_AHEAD_LIMIT:
@@ -203,6 +238,10 @@ class StreamConnection:
             self._fd = sock.fileno()
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    @property
+    def received(self) -> int:
+        return self._protocol.received
 
     async def read_exactly(self, n: int) -> bytes | bytearray:
         return await self._protocol.read_exactly(n)

@@ -99,14 +99,23 @@ _SERVER = _section(
             "queued.max.request.bytes",
             integer(-1),
             268435456,
-            "Request bytes buffered over all connections before reading pauses (Kafka: -1, "
-            "unbounded; bounded here so that many half-sent frames cannot grow the broker).",
+            "Request bytes held over all connections, each frame's size reserved before it "
+            "is read (Kafka: -1, unbounded). Frames over 64 KiB may hold three quarters of "
+            "it together, one of them half (a larger one is refused): small requests are "
+            "served while large ones wait.",
         ),
         (
             "connections.max.idle.ms",
             _MS,
             600000,
-            "Connections idle this long are closed.",
+            "Connections idle this long, or this long into receiving a request, are closed.",
+        ),
+        (
+            "request.stall.timeout.ms",
+            _MS,
+            30000,
+            "epochlog's own: a connection whose request frame gets no byte for this long is "
+            "closed, freeing its share of queued.max.request.bytes (found within twice this).",
         ),
         (
             "message.max.bytes",

@@ -41,6 +41,7 @@ class SimConnection:
         self.peer_certificate: bytes | None = None
         self.remote: SimConnection | None = None
         self._buffer = bytearray()
+        self.received = 0
         self._arrived = asyncio.Event()
         self._eof = False
         self._closed = False
@@ -118,6 +119,7 @@ class SimConnection:
             self._eof = True
         else:
             self._buffer += data
+            self.received += len(data)
         self._arrived.set()
 
 
