@@ -150,8 +150,8 @@ class Broker:
             log.warning(
                 "ACLs are on but the inter-broker listener %s identifies no broker (it is "
                 "PLAINTEXT or ssl.client.auth=none): brokers act as %s there, which needs "
-                "super.users or ClusterAction on the cluster for replication and "
-                "transaction markers",
+                "super.users or ClusterAction on the cluster for replication, "
+                "transaction markers and transactions' verification",
                 config.listeners.inter_broker,
                 ANONYMOUS,
             )
