@@ -39,11 +39,7 @@ from epochlog.storage.log_loader import LogLoader
 from epochlog.storage.log_reader import LogReader
 from epochlog.storage.log_transactions import markers_of, rebuild_producer_state, replay_written
 from epochlog.storage.partition_metadata import PartitionMetadataFile
-from epochlog.storage.producer_state import (
-    AppendOrigin,
-    ProducerStateManager,
-    VerificationGuard,
-)
+from epochlog.storage.producer_state import AppendOrigin, ProducerStateManager, VerificationGuard
 from epochlog.storage.quarantine import Quarantine, keep_tail
 from epochlog.storage.results import AppendResult, OffsetAndEpoch, ReadResult, TruncatedRange
 from epochlog.storage.retention import deletable_count
@@ -221,8 +217,7 @@ class Log:
         guard: VerificationGuard | None = None,
     ) -> AppendResult:
         """Validate, assign offsets and epoch, and write a produced record set (or, from
-        a coordinator, transaction markers); ``guard``: a verified produce's (see
-        ``producer_state``), None for an append nobody verifies."""
+        a coordinator, transaction markers); ``guard``: ``producer_state``'s, if verified."""
         now = self.clock.time_ms()
         config = self._config
         batches = check_batches(records, config)

@@ -1,0 +1,56 @@
+"""A Produce whose transaction cannot be verified in time (KIP-890): the coordinator is
+unknown, or silent. The Produce is answered NOT_ENOUGH_REPLICAS (retried by every
+producer) within its own timeout, nothing is stored, and the retry once the coordinator
+answers again is appended. In process, with a listening socket that never answers as
+the coordinator."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+from inprocess_broker import connect, run, running_broker
+
+from epochlog.protocol.errors import ErrorCode
+from support.txn_requests import add_partitions, init_producer, produce, txn_batch
+
+SETTINGS = {"transaction.state.log.num.partitions": "1", "offsets.topic.num.partitions": "1"}
+
+
+def test_a_transaction_not_verified_in_time_is_answered_not_enough_replicas(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path, **SETTINGS) as broker:
+            await broker.create_topic("orders", 1, 1, {})
+            conn = await connect(broker)
+            pid, epoch = await init_producer(conn, "tx-slow")
+            await add_partitions(conn, "tx-slow", pid, epoch, "orders", [0])
+            verifier = broker.txn_verifier
+            found = verifier._coordinator_of
+            silent = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+            port = silent.sockets[0].getsockname()[1]
+            records = txn_batch(pid, epoch, [b"v"])
+            try:
+                monkeypatch.setattr(verifier, "_coordinator_of", lambda tid: None)
+                unknown = await produce(conn, "tx-slow", "orders", 0, records)
+                monkeypatch.setattr(verifier, "_coordinator_of", lambda tid: (9, "127.0.0.1", port))
+                started = time.monotonic()
+                timed_out = await produce(conn, "tx-slow", "orders", 0, records, timeout_ms=1000)
+                took = time.monotonic() - started
+            finally:
+                silent.close()
+            assert unknown.error_code == ErrorCode.NOT_ENOUGH_REPLICAS
+            assert "COORDINATOR_NOT_AVAILABLE" in unknown.error_message
+            assert timed_out.error_code == ErrorCode.NOT_ENOUGH_REPLICAS
+            assert "NETWORK_EXCEPTION" in timed_out.error_message
+            assert 1.0 <= took < 5.0
+            assert broker.replica_manager.partition("orders", 0).log.log_end_offset == 0
+            monkeypatch.setattr(verifier, "_coordinator_of", found)
+            retried = await produce(conn, "tx-slow", "orders", 0, records)
+            assert (retried.error_code, retried.base_offset) == (ErrorCode.NONE, 0)
+            await conn.close()
+
+    run(scenario)
