@@ -1,6 +1,7 @@
 """A transactional producer's requests sent raw, past any client, so a test can write
 what no client would: a batch under another transactional id's producer id, or to a
-partition never added to the transaction (the hanging transactions of KAFKA-14402)."""
+partition never added to the transaction (what leaves a transaction hanging);
+and what a read_committed reader then gets."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import asyncio
 import time
 from typing import Any
 
+import confluent_kafka as ck
 from kafka.protocol.consumer import ListOffsetsRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
 from kafka.protocol.producer import AddPartitionsToTxnRequest, InitProducerIdRequest
@@ -19,6 +21,8 @@ from epochlog.seams.real import SocketNetwork
 from support.requests import REQUEST_BOUND_S, produce_request
 
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+# A hang guard for a client's whole call, never a judgement of speed.
+BOUND_S = 60.0
 _RETRIED = {
     ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
@@ -127,3 +131,29 @@ async def latest_offset(conn: BrokerConnection, topic: str, partition: int, isol
     [answer] = (await send(conn, request, 7)).topics[0].partitions
     assert answer.error_code == ErrorCode.NONE, ErrorCode(answer.error_code)
     return int(answer.offset)
+
+
+def read_committed(
+    bootstrap: str, topic: str, partition: int, isolation: str = "read_committed"
+) -> list[bytes]:
+    """What a read_committed (or ``isolation``) confluent-kafka consumer reads."""
+    consumer = ck.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{time.monotonic_ns()}",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+        }
+    )
+    try:
+        consumer.assign([ck.TopicPartition(topic, partition, ck.OFFSET_BEGINNING)])
+        got: list[bytes] = []
+        idle = 0
+        deadline = time.monotonic() + BOUND_S
+        while idle < 4 and time.monotonic() < deadline:
+            batch = [m for m in consumer.consume(100, 0.5) if m.error() is None]
+            got.extend(m.value() for m in batch)
+            idle = 0 if batch else idle + 1
+        return got
+    finally:
+        consumer.close()

@@ -17,6 +17,7 @@ from epochlog.protocol.records import build_batch
 from support.broker import BrokerProcess
 from support.clients import create_topic
 from support.txn_requests import (
+    BOUND_S,
     READ_COMMITTED,
     READ_UNCOMMITTED,
     add_partitions,
@@ -24,36 +25,9 @@ from support.txn_requests import (
     init_producer,
     latest_offset,
     produce,
+    read_committed,
     txn_batch,
 )
-
-BOUND_S = 60.0
-
-
-def read_committed(
-    bootstrap: str, topic: str, partition: int, isolation: str = "read_committed"
-) -> list[bytes]:
-    """What a read_committed (or ``isolation``) confluent-kafka consumer reads."""
-    consumer = ck.Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"reader-{time.monotonic_ns()}",
-            "enable.auto.commit": False,
-            "isolation.level": isolation,
-        }
-    )
-    try:
-        consumer.assign([ck.TopicPartition(topic, partition, ck.OFFSET_BEGINNING)])
-        got: list[bytes] = []
-        idle = 0
-        deadline = time.monotonic() + BOUND_S
-        while idle < 4 and time.monotonic() < deadline:
-            batch = [m for m in consumer.consume(100, 0.5) if m.error() is None]
-            got.extend(m.value() for m in batch)
-            idle = 0 if batch else idle + 1
-        return got
-    finally:
-        consumer.close()
 
 
 def test_forged_and_unregistered_transactional_batches_are_refused_and_not_stored(
