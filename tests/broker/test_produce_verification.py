@@ -2,7 +2,7 @@
 unknown, or silent. The Produce is answered NOT_ENOUGH_REPLICAS (retried by every
 producer) within its own timeout, nothing is stored, and the retry once the coordinator
 answers again is appended. In process, with a listening socket that never answers as
-the coordinator."""
+the coordinator. And a request whose transactional records are two producers'."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 from inprocess_broker import connect, run, running_broker
 
 from epochlog.protocol.errors import ErrorCode
+from support.requests import produce_request
 from support.txn_requests import add_partitions, init_producer, produce, txn_batch
 
 SETTINGS = {"transaction.state.log.num.partitions": "1", "offsets.topic.num.partitions": "1"}
@@ -51,6 +52,32 @@ def test_a_transaction_not_verified_in_time_is_answered_not_enough_replicas(
             monkeypatch.setattr(verifier, "_coordinator_of", found)
             retried = await produce(conn, "tx-slow", "orders", 0, records)
             assert (retried.error_code, retried.base_offset) == (ErrorCode.NONE, 0)
+            await conn.close()
+
+    run(scenario)
+
+
+def test_transactional_records_of_two_producers_in_one_request_are_all_refused(
+    tmp_path: Path,
+) -> None:
+    """One transactional id writes as one producer: a request whose partitions carry
+    two producer ids is refused whole, as Kafka's (INVALID_PRODUCER_ID_MAPPING)."""
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path, **SETTINGS) as broker:
+            await broker.create_topic("orders", 2, 1, {})
+            conn = await connect(broker)
+            pid, epoch = await init_producer(conn, "tx-two")
+            await add_partitions(conn, "tx-two", pid, epoch, "orders", [0, 1])
+            request = produce_request("orders", txn_batch(pid, epoch, [b"a"]), 0)
+            request.transactional_id = "tx-two"
+            other = produce_request("orders", txn_batch(pid + 1, 0, [b"b"]), 1)
+            request.topic_data[0].partition_data += other.topic_data[0].partition_data
+            answer = await conn.send(request, 9)
+            codes = [p.error_code for p in answer.responses[0].partition_responses]
+            assert codes == [ErrorCode.INVALID_PRODUCER_ID_MAPPING] * 2
+            for index in (0, 1):
+                assert broker.replica_manager.partition("orders", index).log.log_end_offset == 0
             await conn.close()
 
     run(scenario)

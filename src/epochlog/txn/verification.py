@@ -95,7 +95,7 @@ class TransactionVerifier:
     async def guards(
         self,
         transactional_id: str,
-        records: Mapping[TopicPartition, Buffer],
+        records: Mapping[TopicPartition, Buffer | None],
         partition_of: PartitionOf,
         timeout_s: float,
     ) -> dict[TopicPartition, VerificationGuard | KafkaError]:
@@ -105,7 +105,7 @@ class TransactionVerifier:
         transaction open at the partition."""
         producers = {}
         for tp, data in records.items():
-            producer = transactional_producer(data)
+            producer = transactional_producer(data or b"")
             if producer is not None:
                 producers[tp] = producer
         if len(set(producers.values())) > 1:
@@ -119,9 +119,11 @@ class TransactionVerifier:
         now_ms = self._clock.time_ms()
         for tp, (producer_id, epoch) in producers.items():
             try:
-                state = partition_of(*tp).log.producer_state
+                partition = partition_of(*tp)
+                partition.check_leader(-1)
             except KafkaError:
-                continue  # not hosted here: its append answers why
+                continue  # not led here: its append answers why
+            state = partition.log.producer_state
             guard = state.start_verification(producer_id, epoch, now_ms)
             if guard is not None:
                 started[tp] = guard

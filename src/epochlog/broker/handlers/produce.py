@@ -109,9 +109,8 @@ async def _guards(
         return {}, None
     if transactional_id is None or not appending:
         return {}, NO_GUARD
-    records = {tp: data or b"" for tp, data in appending.items()}
     partition_of = broker.replica_manager.partition
-    return await verifier.guards(transactional_id, records, partition_of, timeout_s), NO_GUARD
+    return await verifier.guards(transactional_id, appending, partition_of, timeout_s), NO_GUARD
 
 
 async def handle(
