@@ -2,7 +2,8 @@
 unknown, or silent. The Produce is answered NOT_ENOUGH_REPLICAS (retried by every
 producer) within its own timeout, nothing is stored, and the retry once the coordinator
 answers again is appended. In process, with a listening socket that never answers as
-the coordinator. And a request whose transactional records are two producers'."""
+the coordinator. And a request whose transactional records are two producers'; and
+one question per partition per transaction, not one per batch."""
 
 from __future__ import annotations
 
@@ -78,6 +79,38 @@ def test_transactional_records_of_two_producers_in_one_request_are_all_refused(
             assert codes == [ErrorCode.INVALID_PRODUCER_ID_MAPPING] * 2
             for index in (0, 1):
                 assert broker.replica_manager.partition("orders", index).log.log_end_offset == 0
+            await conn.close()
+
+    run(scenario)
+
+
+def test_a_transaction_is_verified_once_per_partition_not_every_batch(tmp_path: Path) -> None:
+    """The guard is asked for only while no transaction of the producer is open at the
+    partition: a transaction's later batches continue it without a question."""
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path, **SETTINGS) as broker:
+            await broker.create_topic("orders", 2, 1, {})
+            conn = await connect(broker)
+            pid, epoch = await init_producer(conn, "tx-once")
+            await add_partitions(conn, "tx-once", pid, epoch, "orders", [0, 1])
+
+            def questions() -> float:
+                asked = broker.metrics_registry.get_sample_value(
+                    "kafka_network_requestmetrics_requests_total",
+                    {"request": "AddPartitionsToTxn", "version": "4"},
+                )
+                return asked or 0.0
+
+            for seq in range(4):
+                request = produce_request("orders", txn_batch(pid, epoch, [b"a"], seq), 0)
+                request.transactional_id = "tx-once"
+                other = produce_request("orders", txn_batch(pid, epoch, [b"b"], seq), 1)
+                request.topic_data[0].partition_data += other.topic_data[0].partition_data
+                answer = await conn.send(request, 9)
+                codes = [p.error_code for p in answer.responses[0].partition_responses]
+                assert codes == [ErrorCode.NONE] * 2
+                assert questions() == 1  # both partitions in the first question
             await conn.close()
 
     run(scenario)
