@@ -53,7 +53,7 @@ _UNVERIFIABLE = {
 }
 
 
-def produce_error(code: ErrorCode) -> KafkaError:
+def _produce_error(code: ErrorCode) -> KafkaError:
     """The Produce's answer for a partition the coordinator did not vouch for."""
     if code in _UNVERIFIABLE:
         return KafkaError(
@@ -133,7 +133,7 @@ class TransactionVerifier:
         codes = await self._ask(transactional_id, producer_id, epoch, list(started), timeout_s)
         for tp, code in codes.items():
             if code != ErrorCode.NONE:
-                started[tp] = produce_error(code)
+                started[tp] = _produce_error(code)
                 level = logging.INFO if code in _UNVERIFIABLE else logging.WARNING
                 log.log(
                     level,
