@@ -8,8 +8,13 @@ drifts biases neither side), and beside librdkafka's mock cluster doing the same
 transactions. The mock's transactions are also taken as a ratio to its own idempotent
 produce: the same client on a broker that costs next to nothing, so how near
 transactions can come at all. read_committed consume as a ratio to read_uncommitted
-consume of the same (committed and aborted) log. Medians of --runs runs; a million
-records a run, as shorter runs are dominated by noise.
+consume of the same (committed and aborted) log. The cost of verification (KIP-890:
+the partition leader asks the coordinator before a transaction's first batch there):
+transactions of 100 and of 1,000 records against a second broker with
+``transaction.partition.verification.enable=false``, each run taking the two brokers in
+turn, ten slices each (alternating which goes first), as a ratio verified / unverified.
+Medians of --runs runs; a million records a run (a tenth of it in transactions of 100),
+as shorter runs are dominated by noise.
 
     python bench/transactions.py [--runs 5] [--records 1000000]
 """
@@ -30,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import BrokerProcess, fmt_rate, median  # noqa: E402
 
 SIZE = 100
+SLICES = 10
 PRODUCER_CONF: dict[str, object] = {
     "acks": "all",
     "enable.idempotence": True,
@@ -146,13 +152,17 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     count = args.records
     with tempfile.TemporaryDirectory(prefix="epochlog-bench-txn-") as tmp:
-        broker = BrokerProcess(
-            Path(tmp) / "logs",
-            Path(tmp),
-            {"transaction.state.log.num.partitions": 1, "offsets.topic.num.partitions": 1},
+        settings = {"transaction.state.log.num.partitions": 1, "offsets.topic.num.partitions": 1}
+        broker = BrokerProcess(Path(tmp) / "logs", Path(tmp), settings).start()
+        unverified = BrokerProcess(
+            Path(tmp) / "unverified" / "logs",
+            Path(tmp) / "unverified",
+            {**settings, "transaction.partition.verification.enable": "false"},
         ).start()
         print(f"epochlog broker pid {broker.pid} at {broker.bootstrap}")
+        print(f"unverified broker pid {unverified.pid} at {unverified.bootstrap}")
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        plain_admin = AdminClient({"bootstrap.servers": unverified.bootstrap})
         try:
             rates: dict[str, list[float]] = {}
 
@@ -194,11 +204,33 @@ def main(argv: list[str] | None = None) -> int:
                     got, seconds = consume_seconds(broker.bootstrap, topics[2], isolation)
                     add(isolation, seconds, got)
                     rates.setdefault(f"{isolation}-records", []).append(got)
+                pair = [("verified", broker, admin), ("unverified", unverified, plain_admin)]
+                for per_txn, n in ((100, count // 10), (1000, count)):
+                    producers = {}
+                    for label, where, its_admin in pair:
+                        topic = f"{label}-{per_txn}-{run}"
+                        its_admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(60)
+                        ours = transactional_producer(where.bootstrap, f"bench-{topic}")
+                        producers[label] = (ours, topic)
+                    seconds = dict.fromkeys(producers, 0.0)
+                    # In slices taken in turn, so that both see the machine's same moments.
+                    for piece in range(SLICES):
+                        order = sorted(producers, reverse=(run + piece) % 2 == 1)
+                        for label in order:
+                            ours, topic = producers[label]
+                            seconds[label] += transactional_seconds(
+                                ours, topic, n // SLICES, per_txn
+                            )
+                    for label, took in seconds.items():
+                        add(f"{label}-txn{per_txn}", took, n)
+                    del producers, ours
                 print(f"run {run + 1} of {args.runs} done", flush=True)
             report(rates, count)
             broker.stop()
+            unverified.stop()
         finally:
             broker.close()
+            unverified.close()
     return 0
 
 
@@ -234,6 +266,16 @@ def report(rates: dict[str, list[float]], count: int) -> None:
         f"  ({m['read_committed-records']:,.0f} records, one transaction in four aborted;"
         f" {rc / ru:.2f} of read_uncommitted per record handed out)"
     )
+    for per_txn in (100, 1000):
+        verified = rates[f"verified-txn{per_txn}"]
+        per_run = [v / u for v, u in zip(verified, rates[f"unverified-txn{per_txn}"], strict=True)]
+        rate = median(verified)
+        print(
+            f"  verified transactions of {per_txn:>5,}  {fmt_rate(rate, rate * SIZE)}"
+            f"  ({median(per_run):.3f} of unverified, median of runs "
+            + ", ".join(f"{r:.3f}" for r in per_run)
+            + ")"
+        )
 
 
 if __name__ == "__main__":

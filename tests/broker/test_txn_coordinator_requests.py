@@ -63,6 +63,36 @@ def add_partitions(tid: str, pid: int, epoch: int, topic: str, parts: list[int])
     )
 
 
+def from_leader(
+    tid: str, pid: int, epoch: int, topic: str, parts: list[int], verify_only: bool = True
+) -> Any:
+    """AddPartitionsToTxn v4, as a partition leader sends it (KIP-890)."""
+    return AddPartitionsToTxnRequest(
+        transactions=[
+            AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction(
+                transactional_id=tid,
+                producer_id=pid,
+                producer_epoch=epoch,
+                verify_only=verify_only,
+                topics=[
+                    AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=topic, partitions=parts)
+                ],
+            )
+        ]
+    )
+
+
+def v4_codes(answer: Any) -> dict[str, dict[tuple[str, int], int]]:
+    return {
+        txn.transactional_id: {
+            (t.name, p.partition_index): p.partition_error_code
+            for t in txn.topic_results
+            for p in t.results_by_partition
+        }
+        for txn in answer.results_by_transaction
+    }
+
+
 def partition_codes(answer: Any) -> dict[tuple[str, int], int]:
     return {
         (t.name, p.partition_index): p.partition_error_code
@@ -223,6 +253,45 @@ def test_idle_transactional_ids_expire_after_the_expiration_time(tmp_path: Path)
                     break
                 await asyncio.sleep(0.1)
             assert state.error_code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+            await conn.close()
+
+    run(scenario)
+
+
+def test_verify_only_answers_whether_each_partition_is_in_the_transaction(tmp_path: Path) -> None:
+    """AddPartitionsToTxn v4 with verify_only, a partition leader's question before it
+    appends a transaction's first batch there (KIP-890): nothing is added by asking."""
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path, **SETTINGS) as broker:
+            await broker.create_topic("orders", 2, 1, {})
+            conn = await connect(broker)
+            await find_txn_coordinator(conn, "tx-v")
+            pid = (await init(conn, "tx-v")).producer_id
+            await conn.send(add_partitions("tx-v", pid, 0, "orders", [0]), 3)
+
+            async def ask(tid: str, asked_pid: int, epoch: int, parts: list[int]) -> Any:
+                answer = await conn.send(from_leader(tid, asked_pid, epoch, "orders", parts), 4)
+                assert answer.error_code == ErrorCode.NONE
+                return v4_codes(answer)[tid]
+
+            assert await ask("tx-v", pid, 0, [0, 1]) == {
+                ("orders", 0): ErrorCode.NONE,
+                ("orders", 1): ErrorCode.INVALID_TXN_STATE,
+            }
+            assert set((await ask("tx-v", pid + 1, 0, [0])).values()) == {
+                ErrorCode.INVALID_PRODUCER_ID_MAPPING
+            }
+            assert set((await ask("tx-v", pid, 1, [0])).values()) == {ErrorCode.PRODUCER_FENCED}
+            assert await ask("tx-v", pid, 0, [0, 7]) == {
+                ("orders", 0): ErrorCode.OPERATION_NOT_ATTEMPTED,
+                ("orders", 7): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            }
+            assert broker.txn_coordinator.state.transactions["tx-v"].partitions == {("orders", 0)}
+            # Without verify_only, v4 adds as the client versions do.
+            added = await conn.send(from_leader("tx-v", pid, 0, "orders", [1], False), 4)
+            assert v4_codes(added) == {"tx-v": {("orders", 1): ErrorCode.NONE}}
+            assert await ask("tx-v", pid, 0, [1]) == {("orders", 1): ErrorCode.NONE}
             await conn.close()
 
     run(scenario)

@@ -24,7 +24,12 @@ from epochlog.protocol.records import build_batch
 pytestmark = pytest.mark.long
 
 TOPIC = "unclean-txn"
-SETTINGS = {"zookeeper.session.timeout.ms": "30000"}
+# The test writes transactional batches and their markers as a coordinator would, with
+# no coordinator to verify them (KIP-890): verification is off.
+SETTINGS = {
+    "zookeeper.session.timeout.ms": "30000",
+    "transaction.partition.verification.enable": "false",
+}
 COMMITTED, HALF, OPEN = 1001, 1002, 1003
 BOUND_S = 60.0
 

@@ -29,7 +29,11 @@ from kafka.protocol.admin import (
 )
 from kafka.protocol.admin.cluster import AlterReplicaLogDirsRequest, DescribeLogDirsRequest
 from kafka.protocol.consumer import ListOffsetsRequest, OffsetFetchRequest
-from kafka.protocol.producer import InitProducerIdRequest, WriteTxnMarkersRequest
+from kafka.protocol.producer import (
+    AddPartitionsToTxnRequest,
+    InitProducerIdRequest,
+    WriteTxnMarkersRequest,
+)
 
 from epochlog.broker.broker import Broker
 from epochlog.protocol.errors import ErrorCode
@@ -96,6 +100,23 @@ def _marker() -> Any:
                 transaction_result=False,
                 topics=[topic],
                 coordinator_epoch=0,
+            )
+        ]
+    )
+
+
+def _verify_only() -> Any:
+    """AddPartitionsToTxn v4 as a partition leader sends it (KIP-890)."""
+    return AddPartitionsToTxnRequest(
+        transactions=[
+            AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction(
+                transactional_id="tx",
+                producer_id=1,
+                producer_epoch=0,
+                verify_only=True,
+                topics=[
+                    AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name="t", partitions=[0])
+                ],
             )
         ]
     )
@@ -205,6 +226,13 @@ CASES = {
         _marker(),
         1,
         lambda r: [p.error_code for m in r.markers for t in m.topics for p in t.partitions],
+        E.CLUSTER_AUTHORIZATION_FAILED,
+        grant(CLUSTER, CLUSTER_NAME, Op.CLUSTER_ACTION),
+    ),
+    "AddPartitionsToTxn v4 (from brokers) needs CLUSTER_ACTION": Case(
+        _verify_only(),
+        4,
+        lambda r: [r.error_code],
         E.CLUSTER_AUTHORIZATION_FAILED,
         grant(CLUSTER, CLUSTER_NAME, Op.CLUSTER_ACTION),
     ),

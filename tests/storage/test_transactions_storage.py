@@ -10,7 +10,7 @@ import pytest
 
 from epochlog.protocol.control import build_marker_batch
 from epochlog.protocol.errors import ErrorCode, KafkaError
-from epochlog.storage.producer_state import AppendOrigin
+from epochlog.storage.producer_state import NO_GUARD, AppendOrigin
 
 from . import test_cleaner as cleaning
 from .conftest import batch
@@ -18,11 +18,11 @@ from .conftest import batch
 PID, OTHER = 7, 8
 
 
-def txn(log, pid=PID, seq=0, n=2, epoch=0):
+def txn(log, pid=PID, seq=0, n=2, epoch=0, guard=None):
     records = batch(
         n, producer_id=pid, producer_epoch=epoch, base_sequence=seq, is_transactional=True
     )
-    return log.append_as_leader(records, 0)
+    return log.append_as_leader(records, 0, AppendOrigin.CLIENT, guard)
 
 
 def marker(log, commit, pid=PID, epoch=0, coordinator_epoch=0):
@@ -68,6 +68,48 @@ def test_leader_append_rules_for_transactions(open_log):
     end = log.log_end_offset
     assert log.first_unstable_offset() == 3  # nothing refused changed the log
     assert end == 5
+
+
+def test_a_verified_append_opens_a_transaction_only_with_its_guard(open_log):
+    """KIP-890: the first transactional batch of a transaction needs the guard its
+    verification was started under; later ones continue the open transaction."""
+    log = open_log()
+    state = log.producer_state
+    assert code_of(lambda: txn(log, guard=NO_GUARD)) == ErrorCode.INVALID_TXN_STATE
+    guard = state.start_verification(PID, 0, 1000)
+    assert state.start_verification(PID, 0, 1000) is guard  # one verification under way
+    assert code_of(lambda: txn(log, epoch=1, guard=guard)) == ErrorCode.INVALID_TXN_STATE
+    assert txn(log, guard=guard).base_offset == 0
+    assert state.start_verification(PID, 0, 1000) is None  # open here: nothing to ask
+    assert txn(log, seq=2, guard=NO_GUARD).base_offset == 2
+    marker(log, commit=True)
+    # The guard was spent by the first batch: the next transaction is verified anew.
+    assert code_of(lambda: txn(log, seq=4, guard=guard)) == ErrorCode.INVALID_TXN_STATE
+    assert log.log_end_offset == 5
+    assert log.first_unstable_offset() is None
+
+
+def test_a_marker_written_during_a_verification_spends_its_guard(open_log):
+    """The coordinator vouched for the transaction, then aborted it (its marker came
+    first): the answer must not open a transaction here that nobody will end."""
+    log = open_log()
+    guard = log.producer_state.start_verification(PID, 0, 1000)
+    marker(log, commit=False)
+    assert code_of(lambda: txn(log, guard=guard)) == ErrorCode.INVALID_TXN_STATE
+    assert log.first_unstable_offset() is None
+    fresh = log.producer_state.start_verification(PID, 0, 1000)
+    assert fresh is not guard
+    assert txn(log, guard=fresh).base_offset == 1
+
+
+def test_unspent_guards_expire_with_idle_producers(open_log):
+    log = open_log()
+    state = log.producer_state
+    state.start_verification(PID, 0, 1000)
+    state.remove_expired(1000 + 60_000, 60_000)
+    assert PID in state.verifications
+    state.remove_expired(1001 + 60_000, 60_000)
+    assert state.verifications == {}
 
 
 def test_truncation_that_cuts_a_marker_reopens_its_transaction(open_log):

@@ -100,6 +100,24 @@ def test_add_partitions_from_an_old_epoch_or_another_id_changes_nothing() -> Non
     assert rules.add_partitions(None, 7, 0, TP, NOW).error == ErrorCode.INVALID_PRODUCER_ID_MAPPING
 
 
+def test_verify_partitions_answers_each_partition_and_changes_nothing() -> None:
+    """KIP-890's question: a partition added is NONE, one never added INVALID_TXN_STATE;
+    another producer id, an old epoch or markers being written answer every partition."""
+    asked = frozenset({("orders", 0), ("orders", 9)})
+    assert rules.verify_partitions(ongoing(), 7, 0, asked) == {
+        ("orders", 0): ErrorCode.NONE,
+        ("orders", 9): ErrorCode.INVALID_TXN_STATE,
+    }
+    assert set(rules.verify_partitions(empty(), 7, 0, TP).values()) == {ErrorCode.INVALID_TXN_STATE}
+    for meta, pid, epoch, error in [
+        (None, 7, 0, ErrorCode.INVALID_PRODUCER_ID_MAPPING),
+        (ongoing(), 8, 0, ErrorCode.INVALID_PRODUCER_ID_MAPPING),
+        (ongoing(epoch=1), 7, 0, ErrorCode.PRODUCER_FENCED),
+        (ongoing().with_(state=TxnState.PREPARE_ABORT), 7, 0, ErrorCode.CONCURRENT_TRANSACTIONS),
+    ]:
+        assert rules.verify_partitions(meta, pid, epoch, TP) == dict.fromkeys(TP, error)
+
+
 def test_end_txn_prepares_then_retries_are_answered_by_the_state() -> None:
     prepared = rules.end_txn(ongoing(), 7, 0, True, NOW)
     assert prepared.new is not None and prepared.new.state == TxnState.PREPARE_COMMIT

@@ -46,8 +46,9 @@ from epochlog.storage.config import LogConfig, topic_defaults_from_broker
 from epochlog.storage.log_manager import LogManager, LogManagerSettings
 from epochlog.txn.coordinator import TransactionCoordinator
 from epochlog.txn.markers import TOPIC_GONE
-from epochlog.txn.partitioning import TRANSACTION_STATE_TOPIC
+from epochlog.txn.partitioning import TRANSACTION_STATE_TOPIC, partition_for
 from epochlog.txn.settings import TransactionSettings
+from epochlog.txn.verification import TransactionVerifier
 
 log = logging.getLogger("epochlog.broker")
 
@@ -130,12 +131,20 @@ class Broker:
         self.coordinator = GroupCoordinator(
             self.replica_manager, seams, CoordinatorSettings.from_settings(config.settings)
         )
+        txn_settings = TransactionSettings.from_settings(config.settings)
         self.txn_coordinator = TransactionCoordinator(
             self.replica_manager,
             peer_seams,
-            TransactionSettings.from_settings(config.settings),
+            txn_settings,
             self._allocate_producer_id,
             self._partition_leader,
+        )
+        self.txn_verifier = TransactionVerifier(
+            peer_network,
+            seams.clock,
+            self._transaction_coordinator,
+            txn_settings.partition_verification,
+            txn_settings.request_timeout_ms,
         )
         self.authorizer = (
             Authorizer(config.super_users, config["allow.everyone.if.no.acl.found"])
@@ -150,8 +159,8 @@ class Broker:
             log.warning(
                 "ACLs are on but the inter-broker listener %s identifies no broker (it is "
                 "PLAINTEXT or ssl.client.auth=none): brokers act as %s there, which needs "
-                "super.users or ClusterAction on the cluster for replication and "
-                "transaction markers",
+                "super.users or ClusterAction on the cluster for replication, "
+                "transaction markers and transactions' verification",
                 config.listeners.inter_broker,
                 ANONYMOUS,
             )
@@ -253,12 +262,22 @@ class Broker:
         endpoint = self._inter_broker_endpoint(state.leader)
         return (endpoint.node_id, endpoint.host, endpoint.port) if endpoint else None
 
+    def _transaction_coordinator(self, transactional_id: str) -> tuple[int, str, int] | None:
+        """Where a transactional id's coordinator listens for brokers: the leader of its
+        ``__transaction_state`` partition (for KIP-890's verification)."""
+        topic = self.metadata_cache.topic(TRANSACTION_STATE_TOPIC)
+        if topic is None or not topic.partitions:
+            return None
+        state = topic.partitions.get(partition_for(transactional_id, len(topic.partitions)))
+        endpoint = self._inter_broker_endpoint(state.leader) if state is not None else None
+        return (endpoint.node_id, endpoint.host, endpoint.port) if endpoint else None
+
     def topic_log_config(self, configs: dict[str, str]) -> LogConfig:
         return self.log_defaults.with_overrides(configs)
 
     def _reconfigure(self, settings: Settings) -> None:
-        """Dynamic broker settings changed: topic defaults, the log manager's settings
-        and the controller's follow them, without a restart."""
+        """Dynamic broker settings changed: topic defaults, the log manager's settings,
+        the controller's and transactions' verification follow them, without a restart."""
         self.log_defaults = topic_defaults_from_broker(settings)
 
         def topic_config(name: str) -> LogConfig:
@@ -270,6 +289,7 @@ class Broker:
         )
         if self.controller is not None:
             self.controller.reconfigure(ControllerSettings.from_settings(settings))
+        self.txn_verifier.enabled = settings["transaction.partition.verification.enable"]
 
     async def _apply_topic(self, topic: TopicMetadata) -> None:
         config = self.topic_log_config(topic.configs)
@@ -401,6 +421,7 @@ class Broker:
             await self.cluster.controlled_shutdown(retries * backoff_ms / 1000)
         self._stop.set()
         await self.txn_coordinator.stop()
+        await self.txn_verifier.close()
         await self.coordinator.stop()
         await self.replica_manager.stop()
         for server in self._servers.values():

@@ -375,3 +375,75 @@ async def transactions_describe_producers(client: Client, topic: str, partition:
         for p in producers
     ]
     return "\n".join(lines)
+
+
+async def transactions_find_hanging(
+    client: Client,
+    topic: str | None,
+    partition: int | None,
+    broker_id: int | None,
+    max_timeout_minutes: int,
+    now_ms: int,
+) -> str:
+    """kafka-transactions.sh find-hanging's table: each hanging transaction, with what
+    ``transactions abort`` needs to end it."""
+    admin = _admin(client)
+    try:
+        found = await admin.find_hanging_transactions(
+            now_ms, topic, partition, broker_id, max_timeout_minutes * 60_000
+        )
+    finally:
+        await admin.close()
+    columns = [
+        "Topic",
+        "Partition",
+        "ProducerId",
+        "ProducerEpoch",
+        "CoordinatorEpoch",
+        "StartOffset",
+        "LastTimestamp",
+        "Duration(min)",
+    ]
+    rows = [
+        [
+            o.topic,
+            o.partition,
+            o.producer.producer_id,
+            o.producer.producer_epoch,
+            o.producer.coordinator_epoch,
+            o.producer.current_txn_start_offset,
+            o.producer.last_timestamp,
+            (now_ms - o.producer.last_timestamp) // 60_000,
+        ]
+        for o in found
+    ]
+    return table(columns, rows)
+
+
+async def transactions_abort(
+    client: Client,
+    topic: str,
+    partition: int,
+    start_offset: int | None,
+    producer: tuple[int, int, int] | None,
+) -> str:
+    """Abort the transaction open at ``start_offset`` (its producer found with
+    DescribeProducers), or ``producer``'s (id, epoch, coordinator epoch) as given; a
+    coordinator epoch never seen (-1) is sent as 0, as Kafka's tool does."""
+    admin = _admin(client)
+    try:
+        if producer is None:
+            states = await admin.describe_producers(topic, partition)
+            match = [s for s in states if s.current_txn_start_offset == start_offset]
+            if not match:
+                raise ValueError(
+                    f"no open transaction starts at offset {start_offset} on {topic}-{partition}"
+                )
+            producer = (match[0].producer_id, match[0].producer_epoch, match[0].coordinator_epoch)
+        producer_id, epoch, coordinator_epoch = producer
+        await admin.abort_transaction(
+            topic, partition, producer_id, epoch, max(coordinator_epoch, 0)
+        )
+    finally:
+        await admin.close()
+    return f"aborted the transaction of producer {producer_id} epoch {epoch} on {topic}-{partition}"

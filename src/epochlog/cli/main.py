@@ -7,6 +7,7 @@ epochlog groups ...        list and describe consumer groups (offsets with epoch
 epochlog records delete    move partitions' log start forward (kafka-delete-records.sh)
 epochlog reassign ...      move partitions between brokers (kafka-reassign-partitions.sh)
 epochlog status            leaders, epochs, ISR, high watermarks, replica logs
+epochlog transactions ...  list, describe, find-hanging, abort (kafka-transactions.sh)
 epochlog users ...         add, list and remove SCRAM users
 epochlog console           a web console: brokers, partitions, groups, truncations, live
 epochlog quarantine ...    list, show and replay what truncations kept aside
@@ -25,6 +26,7 @@ import inspect
 import os
 import signal
 import sys
+import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from epochlog.broker.config import BrokerConfig, parse_properties
@@ -263,11 +265,66 @@ def _cmd_transactions(args: argparse.Namespace) -> int:
             print("epochlog: transactions describe needs a transactional id", file=sys.stderr)
             return 2
         return _run(lambda: admin_commands.transactions_describe(client, args.transactional_id))
+    if args.action == "find-hanging":
+        return _find_hanging(args, client)
+    if args.action == "abort":
+        return _abort(args, client)
     if not args.topic:
         print("epochlog: transactions describe-producers needs --topic", file=sys.stderr)
         return 2
     return _run(
-        lambda: admin_commands.transactions_describe_producers(client, args.topic, args.partition)
+        lambda: admin_commands.transactions_describe_producers(
+            client, args.topic, args.partition or 0
+        )
+    )
+
+
+def _find_hanging(args: argparse.Namespace, client: dict[str, str]) -> int:
+    """kafka-transactions.sh find-hanging's options and their rules."""
+    if args.topic is None and args.broker_id is None:
+        print("epochlog: transactions find-hanging needs --topic or --broker-id", file=sys.stderr)
+        return 2
+    if args.partition is not None and args.topic is None:
+        print("epochlog: --partition needs --topic", file=sys.stderr)
+        return 2
+    now_ms = int(time.time() * 1000)
+    return _run(
+        lambda: admin_commands.transactions_find_hanging(
+            client,
+            args.topic,
+            args.partition,
+            args.broker_id,
+            args.max_transaction_timeout,
+            now_ms,
+        )
+    )
+
+
+def _abort(args: argparse.Namespace, client: dict[str, str]) -> int:
+    """kafka-transactions.sh abort: --topic and --partition, and --start-offset or
+    --producer-id, --producer-epoch and --coordinator-epoch."""
+    if args.topic is None or args.partition is None:
+        print("epochlog: transactions abort needs --topic and --partition", file=sys.stderr)
+        return 2
+    ids = (args.producer_id, args.producer_epoch, args.coordinator_epoch)
+    if args.start_offset is None and args.producer_id is None:
+        print(
+            "epochlog: transactions abort needs --start-offset, or --producer-id, "
+            "--producer-epoch and --coordinator-epoch",
+            file=sys.stderr,
+        )
+        return 2
+    if args.start_offset is None and None in ids:
+        print(
+            "epochlog: --producer-id needs --producer-epoch and --coordinator-epoch",
+            file=sys.stderr,
+        )
+        return 2
+    producer = None if args.start_offset is not None else ids
+    return _run(
+        lambda: admin_commands.transactions_abort(
+            client, args.topic, args.partition, args.start_offset, producer
+        )
     )
 
 
@@ -419,12 +476,29 @@ def build_parser() -> argparse.ArgumentParser:
     kept.add_argument("--partition", type=int, default=0)
     kept.set_defaults(func=_cmd_quarantine)
 
-    txn = sub.add_parser("transactions", help="list and describe transactions and producers")
-    txn.add_argument("action", choices=["list", "describe", "describe-producers"])
+    txn = sub.add_parser(
+        "transactions",
+        help="list and describe transactions and producers; find and abort hanging ones",
+    )
+    txn.add_argument(
+        "action", choices=["list", "describe", "describe-producers", "find-hanging", "abort"]
+    )
     txn.add_argument("transactional_id", nargs="?")
     _add_client_arguments(txn, json_out=False)
     txn.add_argument("--topic")
-    txn.add_argument("--partition", type=int, default=0)
+    txn.add_argument("--partition", type=int, help="describe-producers: 0 unless given")
+    txn.add_argument("--broker-id", type=int, help="find-hanging: partitions it holds")
+    txn.add_argument(
+        "--max-transaction-timeout",
+        type=int,
+        default=15,
+        metavar="MINUTES",
+        help="find-hanging: open longer than this (transaction.max.timeout.ms, 15)",
+    )
+    txn.add_argument("--start-offset", type=int, help="abort: the transaction's first offset")
+    txn.add_argument("--producer-id", type=int, help="abort: without --start-offset")
+    txn.add_argument("--producer-epoch", type=int, help="abort: with --producer-id")
+    txn.add_argument("--coordinator-epoch", type=int, help="abort: with --producer-id")
     txn.set_defaults(func=_cmd_transactions)
 
     dirs_cmd = sub.add_parser(

@@ -67,6 +67,7 @@ class TopicInfo:
     topic_id: uuid.UUID
     partitions: list[PartitionInfo]
     error: str | None = None
+    internal: bool = False
 
 
 @dataclass
@@ -162,6 +163,7 @@ class AsyncAdmin(
                     for p in sorted(topic.partitions, key=lambda p: p.partition_index)
                 ],
                 ErrorCode(topic.error_code).name if topic.error_code else None,
+                topic.is_internal,
             )
         return info
 

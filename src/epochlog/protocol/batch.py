@@ -51,6 +51,7 @@ NO_PARTITION_LEADER_EPOCH = -1
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 # baseOffset, batchLength (written back as it is) and partitionLeaderEpoch.
 _OFFSET_AND_EPOCH = struct.Struct(">qii")
+_PRODUCER = struct.Struct(">qh")
 
 
 class BatchHeader(NamedTuple):
@@ -128,6 +129,16 @@ def first_is_transactional(buf: Buffer) -> bool:
     if len(buf) < HEADER_SIZE or buf[MAGIC] != 2:
         return False
     return bool(buf[ATTRIBUTES + 1] & TRANSACTIONAL_BIT)
+
+
+def transactional_producer(buf: Buffer) -> tuple[int, int] | None:
+    """(producer id, epoch) of the first batch when it says it is transactional, read as
+    ``first_is_transactional`` reads the flag: whose transaction a leader asks the
+    coordinator about before appending (KIP-890)."""
+    if not first_is_transactional(buf):
+        return None
+    producer_id, epoch = _PRODUCER.unpack_from(buf, PRODUCER_ID)
+    return producer_id, epoch
 
 
 def validate_batch(buf: Buffer, pos: int = 0, available: int | None = None) -> BatchHeader:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from epochlog.metadata.model import PartitionState
 from epochlog.protocol.errors import ErrorCode, KafkaError
 from epochlog.replication.fencing import check_current_leader_epoch
-from epochlog.storage.producer_state import AppendOrigin
+from epochlog.storage.producer_state import AppendOrigin, VerificationGuard
 
 if TYPE_CHECKING:
     from epochlog.protocol.batch import WritableBatches
@@ -249,10 +249,13 @@ class Partition:
             )
 
     def append_as_leader(
-        self, records: WritableBatches, origin: AppendOrigin = AppendOrigin.CLIENT
+        self,
+        records: WritableBatches,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        guard: VerificationGuard | None = None,
     ) -> AppendResult:
         try:
-            result = self.log.append_as_leader(records, self.leader_epoch, origin)
+            result = self.log.append_as_leader(records, self.leader_epoch, origin, guard)
         except OSError as exc:
             raise self._storage_error(exc) from exc
         self.maybe_advance_high_watermark()

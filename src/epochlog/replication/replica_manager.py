@@ -24,7 +24,7 @@ from epochlog.replication.settings import ReplicationSettings
 from epochlog.seams.tasks import BackgroundTasks, drain
 from epochlog.seams.waiting import Signal
 from epochlog.storage.partition_metadata import topic_id_to_str
-from epochlog.storage.producer_state import AppendOrigin
+from epochlog.storage.producer_state import AppendOrigin, VerificationGuard
 
 if TYPE_CHECKING:
     from epochlog.metadata.model import TopicMetadata
@@ -347,11 +347,13 @@ class ReplicaManager:
         records: WritableBatches,
         required_acks: int = 1,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        guard: VerificationGuard | None = None,
     ) -> AppendResult:
-        """Append produced records as leader; acks=all first needs min.insync.replicas."""
+        """Append produced records as leader; acks=all first needs min.insync.replicas;
+        ``guard``: a verified produce's (``storage/producer_state.py``)."""
         if required_acks == ACKS_ALL:
             partition.check_enough_replicas()
-        result = partition.append_as_leader(records, origin)
+        result = partition.append_as_leader(records, origin, guard)
         if not result.duplicate:
             count = result.last_offset - result.base_offset + 1
             self.topic_stats.appended(partition.topic, count, len(records))

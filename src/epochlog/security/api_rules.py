@@ -77,7 +77,12 @@ RULES: dict[int, dict[str, tuple[ResourceType, AclOperation]]] = {
         "idempotent": (CLUSTER, Op.IDEMPOTENT_WRITE),
         "any_topic": (TOPIC, Op.WRITE),
     },
-    ApiKey.ADD_PARTITIONS_TO_TXN: {"transactional_id": (TXN, Op.WRITE), "topic": (TOPIC, Op.WRITE)},
+    # v4 comes from partition leaders (KIP-890's verification): CLUSTER_ACTION.
+    ApiKey.ADD_PARTITIONS_TO_TXN: {
+        "transactional_id": (TXN, Op.WRITE),
+        "topic": (TOPIC, Op.WRITE),
+        "cluster": (CLUSTER, Op.CLUSTER_ACTION),
+    },
     ApiKey.ADD_OFFSETS_TO_TXN: {"transactional_id": (TXN, Op.WRITE), "group": (GROUP, Op.READ)},
     ApiKey.END_TXN: {"transactional_id": (TXN, Op.WRITE)},
     ApiKey.TXN_OFFSET_COMMIT: {

@@ -508,6 +508,14 @@ _TRANSACTIONS = _section(
             3600000,
             "How often expired transactional ids are looked for.",
         ),
+        (
+            "transaction.partition.verification.enable",
+            BOOLEAN,
+            True,
+            "Before a transaction's first batch is appended to a partition, its leader asks "
+            "the transaction coordinator whether the transaction includes the partition "
+            "(KIP-890): a batch nobody will end is refused, never stored.",
+        ),
     ],
 )
 

@@ -7,8 +7,9 @@ The dynamic ones are those epochlog honours live: every broker setting that give
 topic setting its server default (``log.retention.ms``, ``log.segment.bytes``,
 ``min.insync.replicas``, ``unclean.leader.election.enable``, ``message.max.bytes``,
 ``compression.type``, ``log.cleaner.*`` of topics ...), which each partition's log
-follows unless its topic overrides it, and three of the log manager's own. Any other
-is refused as Kafka refuses a read-only one."""
+follows unless its topic overrides it, three of the log manager's own, and
+``transaction.partition.verification.enable``. Any other is refused as Kafka refuses a
+read-only one."""
 
 from __future__ import annotations
 
@@ -36,7 +37,9 @@ _TOPIC_DEFAULTS = frozenset(name for synonyms in SYNONYMS.values() for name, _ i
 _LOG_MANAGER = frozenset(
     {"log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size", "producer.id.expiration.ms"}
 )
-DYNAMIC: frozenset[str] = _TOPIC_DEFAULTS | _LOG_MANAGER
+# Handed to the transaction verifier (Broker._reconfigure).
+_TRANSACTIONS = frozenset({"transaction.partition.verification.enable"})
+DYNAMIC: frozenset[str] = _TOPIC_DEFAULTS | _LOG_MANAGER | _TRANSACTIONS
 
 
 class DynamicRefused(ValueError):

@@ -33,7 +33,7 @@ from epochlog.storage.log_loader import LogLoader
 from epochlog.storage.log_reader import LogReader
 from epochlog.storage.log_transactions import markers_of, rebuild_producer_state, replay_written
 from epochlog.storage.partition_metadata import PartitionMetadataFile
-from epochlog.storage.producer_state import AppendOrigin, ProducerStateManager
+from epochlog.storage.producer_state import AppendOrigin, ProducerStateManager, VerificationGuard
 from epochlog.storage.quarantine import Quarantine, keep_tail
 from epochlog.storage.results import AppendResult, OffsetAndEpoch, ReadResult, TruncatedRange
 from epochlog.storage.retention import deletable_count
@@ -208,9 +208,10 @@ class Log:
         records: WritableBatches,
         leader_epoch: int,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        guard: VerificationGuard | None = None,
     ) -> AppendResult:
         """Validate, assign offsets and epoch, and write a produced record set (or, from
-        a coordinator, transaction markers)."""
+        a coordinator, transaction markers); ``guard``: ``producer_state``'s, if verified."""
         now = self.clock.time_ms()
         config = self._config
         batches = check_batches(records, config)
@@ -222,7 +223,7 @@ class Log:
                 records, batches = rewritten, check_batches(rewritten, config)
         markers = markers_of(records, batches, origin)
         log_append_time = config.log_append_time
-        duplicate = self.producer_state.check_append(batches, origin, markers)
+        duplicate = self.producer_state.check_append(batches, origin, markers, guard)
         if duplicate is not None:
             append_time = duplicate.max_timestamp if log_append_time else -1
             return AppendResult(

@@ -30,6 +30,13 @@ open is INVALID_TXN_STATE. Batches the broker's coordinators write under a produ
 (origin COORDINATOR, base sequence -1: transactional offset commits) take part in the
 transaction but not in sequence checks.
 
+Verification (KIP-890 part 1, Kafka's VerificationGuard): a client's transactional batch
+that opens a transaction here must carry the guard this partition handed out when its
+leader asked the transaction coordinator whether the transaction includes the partition;
+one that continues a transaction open here at its epoch needs none. Any transactional
+batch of the producer written (its first batch, a marker) drops the guard, so a
+coordinator's answer that a marker overtook cannot open a transaction nobody will end.
+
 Followers and recovery ``replay`` without ``check``: they trust the leader's log. A leader
 replays its own batches too, once they are written.
 
@@ -95,6 +102,20 @@ class Duplicate:
     base_offset: int
     last_offset: int
     max_timestamp: int
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class VerificationGuard:
+    """One verification of a producer's transaction at this partition: compared by
+    identity, so an answer to an earlier verification never passes for a later one."""
+
+    epoch: int
+    created_ms: int
+
+
+# What a leader append passes when it asked no coordinator: never held by a partition,
+# so only a batch that continues an open transaction passes with it.
+NO_GUARD = VerificationGuard(NO_PRODUCER_EPOCH, -1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,8 +222,13 @@ class ProducerAppend:
     against the state its predecessors in the same append would leave (copies; the
     manager's own state changes only by ``replay`` once the batches are written)."""
 
-    def __init__(self, manager: ProducerStateManager) -> None:
+    def __init__(
+        self, manager: ProducerStateManager, guard: VerificationGuard | None = None
+    ) -> None:
         self._manager = manager
+        # A client's produce under verification (None: verification off, or an append
+        # of the broker's own).
+        self._guard = guard
         self.updated: dict[int, ProducerEntry] = {}
 
     def _entry(self, producer_id: int) -> ProducerEntry | None:
@@ -222,6 +248,8 @@ class ProducerAppend:
                 )
             return None
         entry = self._entry(header.producer_id)
+        if self._guard is not None and marker is None and header.is_transactional:
+            self._require_verified(entry, header)
         if entry is None:
             return None
         pid, epoch = header.producer_id, header.producer_epoch
@@ -272,6 +300,19 @@ class ProducerAppend:
             )
         return None
 
+    def _require_verified(self, entry: ProducerEntry | None, header: BatchHeader) -> None:
+        """A transactional batch continues a transaction open here at its epoch, or
+        carries the guard of a verification the coordinator answered for its epoch."""
+        if entry is not None and entry.in_transaction and entry.epoch == header.producer_epoch:
+            return
+        held = self._manager.verifications.get(header.producer_id)
+        if held is None or held is not self._guard or held.epoch != header.producer_epoch:
+            raise KafkaError(
+                ErrorCode.INVALID_TXN_STATE,
+                f"producer {header.producer_id} epoch {header.producer_epoch}: the record "
+                "was not part of an ongoing transaction",
+            )
+
     def update(self, header: BatchHeader, marker: Marker | None = None) -> None:
         """Count a batch checked, for the checks of the batches after it."""
         if header.producer_id == NO_PRODUCER_ID:
@@ -294,17 +335,35 @@ class ProducerStateManager:
         self.disk = disk
         self.directory = directory
         self.producers: dict[int, ProducerEntry] = {}
+        # Producer id -> the guard of the verification under way for its next
+        # transaction here (never snapshotted: a restart asks the coordinator again).
+        self.verifications: dict[int, VerificationGuard] = {}
+
+    def start_verification(
+        self, producer_id: int, epoch: int, now_ms: int
+    ) -> VerificationGuard | None:
+        """The guard a leader asks the coordinator under before appending a producer's
+        transactional batch (the one already under way for that epoch, if any); None
+        when its transaction is open here at that epoch, so nothing is asked."""
+        entry = self.producers.get(producer_id)
+        if entry is not None and entry.in_transaction and entry.epoch == epoch:
+            return None
+        guard = self.verifications.get(producer_id)
+        if guard is None or guard.epoch != epoch:
+            guard = self.verifications[producer_id] = VerificationGuard(epoch, now_ms)
+        return guard
 
     def check_append(
         self,
         batches: list[tuple[int, BatchHeader]],
         origin: AppendOrigin,
         markers: dict[int, Marker],
+        guard: VerificationGuard | None = None,
     ) -> Duplicate | None:
         """Check a leader append's batches before any is written (KafkaError if one is
         refused); a retried batch's Duplicate. Each is checked against the state its
         predecessors in the append would leave (one batch, the usual case: no copy)."""
-        pending = ProducerAppend(self)
+        pending = ProducerAppend(self, guard)
         last = batches[-1][0]
         for position, header in batches:
             duplicate = pending.check(header, origin, markers.get(position))
@@ -320,6 +379,10 @@ class ProducerStateManager:
         producer_id = header.producer_id
         if producer_id == NO_PRODUCER_ID:
             return None
+        if header.is_transactional:
+            # Its transaction is open here now, or was just ended: either way a guard
+            # handed out before is spent.
+            self.verifications.pop(producer_id, None)
         entry = self.producers.get(producer_id)
         if entry is None:
             entry = self.producers[producer_id] = ProducerEntry(producer_id)
@@ -335,6 +398,7 @@ class ProducerStateManager:
 
     def clear(self) -> None:
         self.producers.clear()
+        self.verifications.clear()
 
     def evict_before(self, log_start_offset: int) -> None:
         """Forget producers whose every batch now lies before the log start (retention)."""
@@ -350,7 +414,8 @@ class ProducerStateManager:
                 self.disk.remove(self._path(offset))
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
-        """Forget producers idle longer than ``producer.id.expiration.ms``."""
+        """Forget producers idle longer than ``producer.id.expiration.ms``, and guards
+        that long unspent (Kafka's rule for both)."""
         gone = [
             p
             for p, e in self.producers.items()
@@ -358,6 +423,9 @@ class ProducerStateManager:
         ]
         for producer_id in gone:
             del self.producers[producer_id]
+        for producer_id, guard in list(self.verifications.items()):
+            if now_ms - guard.created_ms > expiration_ms:
+                del self.verifications[producer_id]
         return len(gone)
 
     # -- snapshots ---------------------------------------------------------------------

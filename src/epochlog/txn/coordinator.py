@@ -214,6 +214,24 @@ class TransactionCoordinator:
             return await self.state.write(decision.new)
         return decision.error
 
+    def verify_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: frozenset[TopicPartition],
+    ) -> dict[TopicPartition, ErrorCode]:
+        """KIP-890's question from a partition leader: answered from the state as it
+        is, without waiting for a write under way (the leader's append rechecks)."""
+        error = ErrorCode.INVALID_REQUEST if not transactional_id else ErrorCode.NONE
+        if error == ErrorCode.NONE:
+            error = self.state.ownership_error(transactional_id)
+        if error != ErrorCode.NONE:
+            return dict.fromkeys(partitions, error)
+        return rules.verify_partitions(
+            self.state.transactions.get(transactional_id), producer_id, producer_epoch, partitions
+        )
+
     async def end_txn(
         self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
     ) -> ErrorCode:

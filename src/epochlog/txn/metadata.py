@@ -213,6 +213,27 @@ def add_partitions(
     )
 
 
+def verify_partitions(
+    meta: TxnMetadata | None,
+    producer_id: int,
+    epoch: int,
+    partitions: frozenset[TopicPartition],
+) -> dict[TopicPartition, ErrorCode]:
+    """AddPartitionsToTxn v4 with verify_only (KIP-890), a partition leader asking before
+    it appends a transaction's first batch: does this producer's transaction include
+    each partition? Nothing changes. A partition not added is INVALID_TXN_STATE."""
+    error = check_producer(meta, producer_id, epoch)
+    if error != ErrorCode.NONE:
+        return dict.fromkeys(partitions, error)
+    assert meta is not None
+    if meta.state.is_preparing:
+        return dict.fromkeys(partitions, ErrorCode.CONCURRENT_TRANSACTIONS)
+    return {
+        tp: ErrorCode.NONE if tp in meta.partitions else ErrorCode.INVALID_TXN_STATE
+        for tp in partitions
+    }
+
+
 def end_txn(
     meta: TxnMetadata | None, producer_id: int, epoch: int, commit: bool, now_ms: int
 ) -> Decision:

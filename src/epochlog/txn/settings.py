@@ -23,6 +23,7 @@ class TransactionSettings:
     expiration_interval_ms: int = bound(
         BROKER, "transaction.remove.expired.transaction.cleanup.interval.ms"
     )
+    partition_verification: bool = bound(BROKER, "transaction.partition.verification.enable")
     # How long a __transaction_state write or a marker may take to be acknowledged
     # (Kafka's TransactionConfig takes the broker's request timeout).
     request_timeout_ms: int = bound(BROKER, "request.timeout.ms")

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from epochlog.security.authorizer import Authorizer
     from epochlog.storage.config import LogConfig
     from epochlog.txn.coordinator import TransactionCoordinator
+    from epochlog.txn.verification import TransactionVerifier
 
 
 class ServedApis(Protocol):
@@ -47,6 +48,8 @@ class HandlerContext(Protocol):
     fetch_sessions: FetchSessionCache
     coordinator: GroupCoordinator
     txn_coordinator: TransactionCoordinator
+    # KIP-890: a Produce's transactional batches checked with their coordinator.
+    txn_verifier: TransactionVerifier
     cluster: ClusterLink | None
     request_channel: ServedApis
     # None when authorizer.class.name is empty: every request is allowed.

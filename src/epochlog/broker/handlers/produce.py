@@ -1,4 +1,6 @@
-"""Produce: append record batches as the partition leader and acknowledge them."""
+"""Produce: append record batches as the partition leader and acknowledge them; a
+transaction's first batch at a partition only once its coordinator vouched for it
+(KIP-890, ``txn/verification.py``)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ from epochlog.protocol.record_validation import RecordErrors
 from epochlog.replication.replica_manager import ACKS_ALL, AckWait
 from epochlog.security.api_rules import allowed
 from epochlog.security.session import Session
+from epochlog.storage.producer_state import NO_GUARD, AppendOrigin, VerificationGuard
+from epochlog.txn.metadata import TopicPartition
 
 API = api(ApiKey.PRODUCE, 3, 9)
 
@@ -45,15 +49,25 @@ def _partition_response(
 
 
 def _produce_one(
-    broker: HandlerContext, topic: str, index: int, records: bytes | memoryview | None, acks: int
+    broker: HandlerContext,
+    topic: str,
+    index: int,
+    records: bytes | memoryview | None,
+    acks: int,
+    guard: VerificationGuard | KafkaError | None,
 ) -> tuple[PartitionAnswer, AckWait | None]:
-    """Append one partition's records; for acks=all also what to wait for."""
+    """Append one partition's records (refused if their verification was); for
+    acks=all also what to wait for."""
     try:
+        if isinstance(guard, KafkaError):
+            raise guard
         partition = broker.replica_manager.partition(topic, index)
         partition.check_leader(-1)
         if not records:
             raise KafkaError(ErrorCode.INVALID_RECORD, "empty record set")
-        result = broker.replica_manager.append(partition, _writable(records), acks)
+        result = broker.replica_manager.append(
+            partition, _writable(records), acks, AppendOrigin.CLIENT, guard
+        )
     except Exception as exc:
         code = error_code(exc)
         if code in _REFUSED_DATA:
@@ -81,12 +95,31 @@ def _writable(records: bytes | memoryview) -> bytearray | memoryview:
     return bytearray(records)
 
 
+async def _guards(
+    broker: HandlerContext,
+    transactional_id: str | None,
+    appending: dict[TopicPartition, bytes | memoryview | None],
+    timeout_s: float,
+) -> tuple[dict[TopicPartition, VerificationGuard | KafkaError], VerificationGuard | None]:
+    """KIP-890: each transactional partition's guard (or refusal) from its coordinator,
+    and what the others append with (NO_GUARD: only an open transaction continues;
+    None with verification off)."""
+    verifier = broker.txn_verifier
+    if not verifier.enabled:
+        return {}, None
+    if transactional_id is None or not appending:
+        return {}, NO_GUARD
+    partition_of = broker.replica_manager.partition
+    return await verifier.guards(transactional_id, appending, partition_of, timeout_s), NO_GUARD
+
+
 async def handle(
     broker: HandlerContext, request: Any, version: int, frame: RequestFrame, session: Session
 ) -> Any:
     acks = request.acks
-    responses: list[tuple[str, list[PartitionAnswer]]] = []
-    waits: list[tuple[PartitionAnswer, AckWait]] = []
+    clock = broker.seams.clock
+    timeout_s = max(0, request.timeout_ms) / 1000
+    deadline = clock.monotonic() + timeout_s
     # Kafka's rule: transactional records need a transactional id the principal may
     # write to; else nothing of the request is appended. The flag is each partition's
     # first batch's (a request from a transactional producer is all transactional).
@@ -101,29 +134,43 @@ async def handle(
         for t in request.topic_data or []
         for p in t.partition_data or []
     )
+    # Each partition's answer if it is refused before any append, else None.
+    planned: list[tuple[str, list[tuple[Any, PartitionAnswer | None]]]] = []
+    appending: dict[TopicPartition, bytes | memoryview | None] = {}
     for topic_data in request.topic_data or []:
-        parts: list[PartitionAnswer] = []
         topic_refused = not allowed(
             broker.authorizer, session, ApiKey.PRODUCE, "topic", topic_data.name
         )
+        parts: list[tuple[Any, PartitionAnswer | None]] = []
         for p in topic_data.partition_data or []:
             if txn_refused:
-                parts.append(
-                    _partition_response(p.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-                )
+                code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
             elif topic_refused:
-                parts.append(_partition_response(p.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             elif acks not in (0, 1, ACKS_ALL):
-                parts.append(_partition_response(p.index, ErrorCode.INVALID_REQUIRED_ACKS))
+                code = ErrorCode.INVALID_REQUIRED_ACKS
             else:
-                answer, wait = _produce_one(broker, topic_data.name, p.index, p.records, acks)
-                parts.append(answer)
+                parts.append((p, None))
+                appending[(topic_data.name, p.index)] = p.records
+                continue
+            parts.append((p, _partition_response(p.index, code)))
+        planned.append((topic_data.name, parts))
+    guards, unverified = await _guards(broker, request.transactional_id, appending, timeout_s)
+    responses: list[tuple[str, list[PartitionAnswer]]] = []
+    waits: list[tuple[PartitionAnswer, AckWait]] = []
+    for topic, parts in planned:
+        answers: list[PartitionAnswer] = []
+        for p, answer in parts:
+            if answer is None:
+                guard = guards.get((topic, p.index), unverified)
+                answer, wait = _produce_one(broker, topic, p.index, p.records, acks, guard)
                 if wait is not None:
                     waits.append((answer, wait))
-        responses.append((topic_data.name, parts))
+            answers.append(answer)
+        responses.append((topic, answers))
     if waits:
         codes = await broker.replica_manager.wait_for_acks(
-            [w for _, w in waits], max(0, request.timeout_ms) / 1000
+            [w for _, w in waits], max(0.0, deadline - clock.monotonic())
         )
         for (answer, wait), code in zip(waits, codes, strict=True):
             if code != ErrorCode.NONE:
