@@ -4,6 +4,7 @@ the components take typed dataclasses bound to these names (``registry.bind``)."
 
 from __future__ import annotations
 
+from epochlog.settings.compatibility import COMPATIBILITY_SETTINGS
 from epochlog.settings.quotas import QUOTA_SETTINGS
 from epochlog.settings.registry import (
     BOOLEAN,
@@ -30,7 +31,6 @@ GROUPS = "Group coordinator"
 TRANSACTIONS = "Transaction coordinator"
 CONTROLLER = "Controller"
 METASTORE = "Metastore"
-COMPATIBILITY = "Accepted from Kafka's stock server.properties, with no effect"
 
 _MS = integer(1)
 _MS_OR_OFF = integer(-1)
@@ -564,33 +564,6 @@ _METASTORE = _section(
     ],
 )
 
-_COMPATIBILITY = _section(
-    COMPATIBILITY,
-    [
-        ("num.network.threads", _INT_COUNT, 3, "epochlog serves requests on one event loop."),
-        ("num.io.threads", _INT_COUNT, 8, "epochlog serves requests on one event loop."),
-        (
-            "num.recovery.threads.per.data.dir",
-            _INT_COUNT,
-            1,
-            "Recovery reads each log in turn.",
-        ),
-        ("socket.send.buffer.bytes", integer(-1, long=False), 102400, "The OS default is used."),
-        (
-            "socket.receive.buffer.bytes",
-            integer(-1, long=False),
-            102400,
-            "The OS default is used.",
-        ),
-        (
-            "zookeeper.connection.timeout.ms",
-            integer(0, long=False),
-            None,
-            "The session timeout bounds the first connection.",
-        ),
-    ],
-)
-
 BROKER = Registry(
     "Broker settings",
     _SERVER
@@ -604,5 +577,5 @@ BROKER = Registry(
     + SECURITY_SETTINGS
     + QUOTA_SETTINGS
     + _METASTORE
-    + _COMPATIBILITY,
+    + COMPATIBILITY_SETTINGS,
 )
