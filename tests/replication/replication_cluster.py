@@ -41,6 +41,7 @@ from epochlog.security.principal import PrincipalMapper
 from epochlog.settings.broker import BROKER
 from epochlog.storage.config import LogConfig
 from epochlog.storage.log_manager import LogManager
+from epochlog.txn.verification import TransactionVerifier
 from support.records import values_of
 from support.requests import fetch_request
 
@@ -109,6 +110,10 @@ class Node:
             ReplicationSettings.from_settings(settings),
             self.cluster.endpoint_of,
             self.cluster.propose_isr,
+        )
+        # No transaction coordinator here: transactions are not verified (KIP-890).
+        self.txn_verifier = TransactionVerifier(
+            self.seams.network, self.seams.clock, lambda _id: None, False, 30_000
         )
         self._connections = ConnectionLoop(
             RequestChannel(HANDLERS, self, self.seams.clock, RequestMetrics(CollectorRegistry())),
