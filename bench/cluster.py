@@ -1,4 +1,4 @@
-"""Replication costs on a local 3-broker cluster (issue 3's figures).
+"""Replication costs on a local 3-broker cluster (the replication figures of bench/RESULTS.md).
 
 1. Produce throughput with replication factor 3 and acks=all, as a ratio to replication
    factor 1 measured in the same run (confluent-kafka, 100-byte records).

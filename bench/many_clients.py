@@ -1,6 +1,6 @@
 """Many clients on one broker: producer and consumer processes (confluent-kafka) on one
 topic of many partitions, against one epochlog broker and against librdkafka's mock
-cluster doing the same in the same run (issue 14, item 3).
+cluster doing the same in the same run.
 
 Each phase starts every client process at once (they connect and learn the metadata
 first) and is timed from the first client's start to the last client's end: produce,

@@ -5,7 +5,7 @@ created may be left behind, and the run's own history with one acknowledged reco
 taken out of its final read must fail lost-write (the run's evidence is real).
 
 Needs root and Debian's iproute2 and iptables (bash scripts/test.sh installs them); a
-missing tool fails, never skips. These are the CI's process-level chaos (issue 11)."""
+missing tool fails, never skips. These are the CI's process-level chaos."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """A follower crashes and one batch in the first of its segments is damaged while it is
 down: recovery keeps every later segment and makes the damaged batch a hole, its fetcher
 fills the hole from the leader in place, and its log ends up byte for byte the leader's
-(issue 15: one corrupt batch used to cut everything after it, 16,950 acknowledged
+(once, one corrupt batch used to cut everything after it, 16,950 acknowledged
 records of three intact segments). A consumer reading from it, once it leads, gets
 every record exactly once."""
 

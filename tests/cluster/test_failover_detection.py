@@ -1,5 +1,5 @@
 """How a broker's failure is noticed on the embedded SQLite metastore, `epochlog up`'s
-default (issue 14, item 5): a SIGKILLed leader's session ends at the next metastore
+default: a SIGKILLed leader's session ends at the next metastore
 change poll of any live broker, long before its session could time out; a leader merely
 stopped for 2 s (busy, or paused) keeps its session and its leadership."""
 

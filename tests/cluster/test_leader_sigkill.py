@@ -1,7 +1,7 @@
 """SIGKILL of a partition leader in the middle of a continuous acks=all produce from
 confluent-kafka (idempotent, RF 3, min.insync.replicas 2): no acknowledged record is
 lost or duplicated, and the new leader is announced at a higher leader epoch
-(DESIGN §5 rule 4, KIP-320/KIP-232 Metadata)."""
+(KIP-320/KIP-232 Metadata)."""
 
 from __future__ import annotations
 

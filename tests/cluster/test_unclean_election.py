@@ -1,7 +1,7 @@
 """Unclean election (opt-in per topic): a replica that fell out of the ISR becomes
 leader when every ISR member is gone, at a higher epoch, and takes new writes at
 offsets the lost suffix held. The returning old replicas truncate that suffix into
-quarantine (DESIGN §5 rule 5), and KIP-320 consumers of confluent-kafka and
+quarantine, and KIP-320 consumers of confluent-kafka and
 kafka-python detect the truncation: with no reset policy an error naming the
 partition, with `earliest` a move to the divergence offset, from where they read
 exactly the new leader's records."""

@@ -1,4 +1,4 @@
-"""The leader-side rules of a partition (DESIGN §5, 3 and 4), as a state machine driven
+"""The leader-side rules of a partition, as a state machine driven
 by follower fetches and a clock given as numbers: no sockets, no sleeping."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Core modules reach time, sockets, files and randomness only through the seams
-(DESIGN §3), so the same code runs under deterministic simulation."""
+"""Core modules reach time, sockets, files and randomness only through the seams,
+so the same code runs under deterministic simulation."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Virtual time, the simulated network, and real brokers run on them: what issue 11's
+"""Virtual time, the simulated network, and real brokers run on them: what the
 simulator stands on. A run is a function of its seed alone (the same trace byte for byte
 under different hash seeds, i.e. with sets walked in other orders)."""
 

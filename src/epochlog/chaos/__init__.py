@@ -1,2 +1,2 @@
 """Process-level chaos (``epochlog chaos``): real brokers in network namespaces under
-real faults, judged by the simulator's checkers (issue 11 item 6)."""
+real faults, judged by the simulator's checkers."""

@@ -1,6 +1,6 @@
 """One connection to one broker: framed requests out, responses matched back by
 correlation id. The consumer, producer, admin, replica fetcher and controller all
-talk to brokers through this class (DESIGN §2). On a SASL connection whose session
+talk to brokers through this class. On a SASL connection whose session
 has a lifetime it re-authenticates in time (KIP-368). A response carrying a throttle time
 (a client quota, KIP-219) holds back the next request to that broker until it is over,
 as Kafka's clients do (given a clock; the broker mutes the connection anyway)."""

@@ -2,7 +2,7 @@
 never copied: a part may be a file range that the server sends with ``sendfile``.
 
 Everything else goes through ``kafka.protocol``; this is the one hot path where a
-generic encoder would copy megabytes per response (DESIGN §4).
+generic encoder would copy megabytes per response.
 """
 
 from __future__ import annotations

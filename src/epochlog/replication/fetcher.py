@@ -1,4 +1,4 @@
-"""Replica fetchers: a follower is a client of its leader (DESIGN §2).
+"""Replica fetchers: a follower is a client of its leader.
 
 One task per leader broker fetches every partition this broker follows from it, over a
 ``BrokerConnection`` (the client's connection class), with Fetch v12: ``replica_id`` is

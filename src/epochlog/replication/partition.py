@@ -2,7 +2,7 @@
 the leader the state of every follower, from which the ISR and high watermark follow.
 
 This is a state machine: it does no I/O of its own (the log it holds writes through the
-Disk seam) and takes the time as an argument, so the rules of DESIGN §5 (3, 4) are unit
+Disk seam) and takes the time as an argument, so the ISR and high-watermark rules are unit
 tested without sockets or clocks:
 
 - the high watermark is the minimum log end over the ISR (plus replicas whose addition is

@@ -1,4 +1,4 @@
-"""The three seams through which all time, sockets and files pass (DESIGN §3).
+"""The three seams through which all time, sockets and files pass.
 
 Core code receives a :class:`Seams` bundle at construction and never touches
 ``time``, ``asyncio.sleep``, ``socket``, ``open`` or ``random`` itself, so the same

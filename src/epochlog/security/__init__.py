@@ -1,1 +1,1 @@
-"""Who may connect and how: listeners, TLS, principals (issue 12)."""
+"""Who may connect and how: listeners, TLS, principals."""

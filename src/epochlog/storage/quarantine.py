@@ -1,4 +1,4 @@
-"""Keep aside what a truncation or a recovery removed (DESIGN §5, rule 5).
+"""Keep aside what a truncation or a recovery removed.
 
 Each removal becomes ``<partition dir>/quarantine/<name>.log`` holding the raw bytes as
 they were on disk, plus ``<name>.json`` saying which offsets and epochs they carried,

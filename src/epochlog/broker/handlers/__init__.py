@@ -115,7 +115,7 @@ MODULES = (
     sasl_authenticate,
     describe_user_scram_credentials,
     alter_user_scram_credentials,
-    # ACLs (issue 12): Kafka 2.x's versions, which librdkafka and kafka-python send.
+    # ACLs: Kafka 2.x's versions, which librdkafka and kafka-python send.
     describe_acls,
     create_acls,
     delete_acls,
